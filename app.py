@@ -1,0 +1,3 @@
+from queuelog import create_app
+
+app = create_app()

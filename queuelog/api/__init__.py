@@ -1,0 +1,14 @@
+"""The JSON API blueprint. It authenticates with API keys only, so it is exempt from CSRF."""
+
+from werkzeug.routing import IntegerConverter
+
+from queuelog.api.routes import bp
+
+
+class JobIdConverter(IntegerConverter):
+    """Job ids in URLs: digits only, at most 18 of them, so every match fits a 64-bit integer."""
+
+    regex = r"\d{1,18}"
+
+
+__all__ = ["JobIdConverter", "bp"]

@@ -1,0 +1,174 @@
+"""Users, API keys and who may do what (SPEC §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from queuelog.db import Database
+from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
+
+KEY_PREFIX = "ql_"
+# last_used_at is a convenience for admins, not an audit trail: writing it on every request would turn every
+# read into a write, so it is refreshed at most once a minute per key.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+PRODUCER_MAX_PRIORITY = 10  # producers may enqueue low and medium
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling the API: a worker key, or a user (through a producer key or a login)."""
+
+    kind: str  # "worker" or "user"
+    name: str  # the worker's name (its worker_id), or the username
+    role: str | None = None  # for users: "admin" or "producer"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.kind == "user" and self.role == "admin"
+
+    @property
+    def is_worker(self) -> bool:
+        return self.kind == "worker"
+
+    @property
+    def max_priority(self) -> int:
+        return 30 if self.is_admin else PRODUCER_MAX_PRIORITY
+
+
+def hash_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def authenticate_key(db: Database, raw: str) -> Principal | None:
+    """The principal behind an API key, or None for an unknown, revoked or orphaned key."""
+    if not raw.startswith(KEY_PREFIX) or len(raw) > 128:
+        return None
+    digest = hash_key(raw)
+    with db.read() as conn:
+        row = conn.exec_driver_sql(
+            db.sql(
+                "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
+                " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
+                " WHERE k.key_hash = :digest AND k.revoked_at IS NULL"
+            ),
+            {"digest": digest},
+        ).first()
+    if row is None:
+        return None
+    key_id, kind, name, last_used, username, role, active = row
+    if kind == "worker":
+        principal = Principal("worker", name)
+    elif username is not None and active:
+        principal = Principal("user", username, role)
+    else:
+        return None
+    _touch(db, key_id, last_used)
+    return principal
+
+
+def _touch(db: Database, key_id: int, last_used) -> None:
+    now = utcnow()
+    if last_used is not None and now - db.parse_time(last_used) < LAST_USED_RESOLUTION:
+        return
+    with db.session(write=True) as session, session.begin():
+        key = session.get(ApiKey, key_id)
+        if key is not None:
+            key.last_used_at = now
+
+
+def audit(db: Database, actor: str, action: str, target: str, detail: str | None = None) -> None:
+    """Record an admin action that is not a job transition."""
+    with db.session(write=True) as session, session.begin():
+        session.add(AuditLog(actor=actor, action=action, target=target, detail=detail))
+
+
+# -- management (admins: CLI and pages) ------------------------------------------------------------
+
+
+class AuthError(ValueError):
+    """A management request that cannot be carried out (the message says why)."""
+
+
+class AlreadyExists(AuthError):
+    """The user or key name is taken."""
+
+
+def create_user(db: Database, username: str, role: str, password: str, *, actor: str = "cli") -> User:
+    if role not in ROLES:
+        raise AuthError(f"role must be one of {', '.join(ROLES)}")
+    if not username or len(username) > 64 or not username.isprintable() or username != username.strip():
+        raise AuthError("username must be 1 to 64 printable characters without surrounding spaces")
+    if len(password) < 8:
+        raise AuthError("password must be at least 8 characters")
+    with db.session(write=True) as session, session.begin():
+        if session.scalar(select(User.id).where(User.username == username)) is not None:
+            raise AlreadyExists(f"user {username!r} already exists")
+        user = User(username=username, role=role)
+        user.set_password(password)
+        session.add(user)
+        session.add(AuditLog(actor=actor, action="user.create", target=username, detail=f"role={role}"))
+    return user
+
+
+def create_key(db: Database, name: str, kind: str, *, username: str | None = None, actor: str = "cli") -> str:
+    """Make an API key and return it; only its hash is kept, so this is the one time it is seen."""
+    if kind not in KEY_KINDS:
+        raise AuthError(f"kind must be one of {', '.join(KEY_KINDS)}")
+    if not name or len(name) > 64 or not name.isprintable():
+        raise AuthError("name must be 1 to 64 printable characters")
+    raw = KEY_PREFIX + secrets.token_urlsafe(32)
+    with db.session(write=True) as session, session.begin():
+        if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
+            raise AlreadyExists(f"a key named {name!r} already exists")
+        user_id = None
+        if kind == "producer":
+            if not username:
+                raise AuthError("a producer key belongs to a user: give --user")
+            user_id = session.scalar(select(User.id).where(User.username == username))
+            if user_id is None:
+                raise AuthError(f"no user {username!r}")
+        elif username:
+            raise AuthError("a worker key belongs to no user")
+        session.add(
+            ApiKey(
+                name=name,
+                kind=kind,
+                user_id=user_id,
+                key_hash=hash_key(raw),
+                prefix=raw[:8],
+                created_by=actor,
+            )
+        )
+        session.add(AuditLog(actor=actor, action="key.create", target=name, detail=f"kind={kind}"))
+    return raw
+
+
+def revoke_key(db: Database, name: str, *, actor: str = "cli") -> None:
+    with db.session(write=True) as session, session.begin():
+        key = session.scalar(select(ApiKey).where(ApiKey.name == name))
+        if key is None:
+            raise AuthError(f"no key named {name!r}")
+        if key.revoked_at is None:
+            key.revoked_at = utcnow()
+            session.add(AuditLog(actor=actor, action="key.revoke", target=name))
+
+
+def ensure_first_admin(db: Database, password: str | None) -> str | None:
+    """Make the ``admin`` user when there are no users; returns the password when one was generated."""
+    with db.session() as session:
+        if session.scalar(select(User.id).limit(1)) is not None:
+            return None
+    generated = None
+    if not password:
+        password = generated = secrets.token_urlsafe(12)
+    try:
+        create_user(db, "admin", "admin", password, actor="system")
+    except (AlreadyExists, IntegrityError):
+        return None  # another process starting at the same time made it first
+    return generated

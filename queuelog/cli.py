@@ -1,0 +1,158 @@
+"""``flask --app app ...`` commands (SPEC §7). Automation relies on their output: keep it stable."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from flask import Flask, current_app
+from sqlalchemy.exc import IntegrityError
+
+from queuelog.auth import AuthError, create_key, create_user, revoke_key
+from queuelog.models import KEY_KINDS, ROLES
+from queuelog.queue.types import NAME_PATTERN, check_schema
+
+
+def _ext(name: str):
+    return current_app.extensions["queuelog"][name]
+
+
+def _fail(message: str) -> None:
+    raise click.ClickException(message)
+
+
+db_cli = click.Group("db", help="Database schema.")
+users_cli = click.Group("users", help="Users who log in to the pages.")
+keys_cli = click.Group("keys", help="API keys for workers and producers.")
+types_cli = click.Group("types", help="The allowlist of job types.")
+
+
+@db_cli.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="Target migration.")
+def db_upgrade(revision: str) -> None:
+    """Bring the database (SQLite or PostgreSQL) to the current schema."""
+    from queuelog import bootstrap
+
+    _ext("db").upgrade(revision)
+    if revision == "head":
+        bootstrap(current_app)
+    click.echo(f"database is at {revision}")
+
+
+@users_cli.command("create")
+@click.argument("name")
+@click.option("--role", type=click.Choice(ROLES), required=True)
+@click.option("--password", help="Prompted for when not given.")
+def users_create(name: str, role: str, password: str | None) -> None:
+    """Create a user."""
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    try:
+        create_user(_ext("db"), name, role, password)
+    except (AuthError, IntegrityError) as exc:
+        _fail(str(exc).splitlines()[0])
+    click.echo(f"created {role} {name}")
+
+
+@keys_cli.command("create")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(KEY_KINDS), required=True)
+@click.option("--user", "username", help="The user a producer key acts for.")
+def keys_create(name: str, kind: str, username: str | None) -> None:
+    """Create an API key; the key is printed alone on the last line, once."""
+    try:
+        raw = create_key(_ext("db"), name, kind, username=username)
+    except (AuthError, IntegrityError) as exc:
+        _fail(str(exc).splitlines()[0])
+    click.echo(f"created {kind} key {name!r}; it is shown only now:", err=True)
+    click.echo(raw)
+
+
+@keys_cli.command("revoke")
+@click.argument("name")
+def keys_revoke(name: str) -> None:
+    """Revoke an API key at once."""
+    try:
+        revoke_key(_ext("db"), name)
+    except AuthError as exc:
+        _fail(str(exc))
+    click.echo(f"revoked key {name}")
+
+
+@types_cli.command("add")
+@click.argument("name")
+@click.option("--description", default="", help="What jobs of this type do.")
+@click.option("--schema", "schema_file", type=click.File("r"), help="A JSON Schema file for the payload.")
+def types_add(name: str, description: str, schema_file) -> None:
+    """Add a job type to the allowlist."""
+    import re
+
+    if not re.match(NAME_PATTERN, name):
+        _fail("a type name is 1 to 64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit")
+    schema = None
+    if schema_file is not None:
+        try:
+            schema = json.load(schema_file)
+        except ValueError as exc:
+            _fail(f"{schema_file.name}: not JSON: {exc}")
+        problem = check_schema(schema)
+        if problem:
+            _fail(f"{schema_file.name}: {problem}")
+    try:
+        _ext("queue").types.add(name, description, schema)
+    except IntegrityError:
+        _fail(f"type {name!r} already exists")
+    click.echo(f"added type {name}")
+
+
+@types_cli.command("list")
+def types_list() -> None:
+    """List job types: name, state, whether a schema is set, description."""
+    for t in _ext("queue").types.all():
+        state = "disabled" if not t.enabled else ("paused" if t.paused else "enabled")
+        schema = "schema" if t.payload_schema is not None else "-"
+        click.echo(f"{t.name}\t{state}\t{schema}\t{t.description}")
+
+
+def _set_type(name: str, **changes) -> None:
+    try:
+        _ext("queue").types.update(name, **changes)
+    except LookupError:
+        _fail(f"no type {name!r}")
+
+
+@types_cli.command("disable")
+@click.argument("name")
+def types_disable(name: str) -> None:
+    """Refuse new jobs of this type (jobs already queued still run)."""
+    _set_type(name, enabled=False)
+    click.echo(f"disabled type {name}")
+
+
+@types_cli.command("enable")
+@click.argument("name")
+def types_enable(name: str) -> None:
+    """Accept jobs of this type again."""
+    _set_type(name, enabled=True)
+    click.echo(f"enabled type {name}")
+
+
+@types_cli.command("pause")
+@click.argument("name")
+def types_pause(name: str) -> None:
+    """Stop handing out jobs of this type to workers (enqueueing goes on)."""
+    _set_type(name, paused=True)
+    click.echo(f"paused type {name}")
+
+
+@types_cli.command("resume")
+@click.argument("name")
+def types_resume(name: str) -> None:
+    """Hand out jobs of this type again."""
+    _set_type(name, paused=False)
+    click.echo(f"resumed type {name}")
+
+
+def register(app: Flask) -> None:
+    for group in (db_cli, users_cli, keys_cli, types_cli):
+        app.cli.add_command(group)

@@ -1,0 +1,73 @@
+"""Configuration: defaults, then ``QUEUELOG_*`` variables from the environment, then test overrides."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+# name -> (default, parser). Every key is read from QUEUELOG_<NAME>.
+_INT = int
+
+
+def _bool(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _float(value: str) -> float:
+    return float(value)
+
+
+DEFAULTS: dict[str, tuple[Any, Any]] = {
+    "DATABASE_URL": (None, str),  # None: a SQLite file in the instance folder
+    "SECRET_KEY": (None, str),  # None: generated once into the instance folder
+    "LEASE_SECONDS": (300, _INT),
+    "MAX_PAYLOAD_BYTES": (65536, _INT),
+    "MAX_REQUEST_BYTES": (1024 * 1024, _INT),
+    "MAX_PAYLOAD_DEPTH": (32, _INT),
+    "RETRY_BACKOFF_BASE": (2.0, _float),
+    "RETRY_BACKOFF_MAX": (3600.0, _float),
+    "JOB_TYPES": ("email,pdf,sync", str),
+    "ADMIN_PASSWORD": (None, str),
+    "SESSION_COOKIE_SECURE": (False, _bool),
+    "DB_POOL_SIZE": (10, _INT),
+    "DB_MAX_OVERFLOW": (20, _INT),
+    "SQLITE_BUSY_TIMEOUT_MS": (30000, _INT),
+    "AUTO_UPGRADE": (None, _bool),  # None: upgrade SQLite by itself, never PostgreSQL
+}
+
+
+def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return the QUEUELOG_* settings as a dict of plain Python values."""
+    config: dict[str, Any] = {}
+    for name, (default, parse) in DEFAULTS.items():
+        raw = os.environ.get(f"QUEUELOG_{name}")
+        config[name] = parse(raw) if raw not in (None, "") else default
+    if overrides:
+        config.update(overrides)
+    if not config["DATABASE_URL"]:
+        config["DATABASE_URL"] = "sqlite:///" + str(Path(instance_path) / "queuelog.sqlite3")
+    if not config["SECRET_KEY"]:
+        config["SECRET_KEY"] = _instance_secret(Path(instance_path))
+    return config
+
+
+def _instance_secret(instance: Path) -> str:
+    """Read the secret key kept in the instance folder, making it on first use.
+
+    The file appears atomically (a hard link) so that processes starting together agree on one key.
+    """
+    path = instance / "secret_key"
+    instance.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp = instance / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
+        tmp.write_text(secrets.token_hex(32))
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, path)  # atomic: fails if another process won the race
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()

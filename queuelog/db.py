@@ -1,0 +1,124 @@
+"""The database connection for one app: engine, transactions, schema upgrades.
+
+SQLite is opened the way SQLAlchemy's documentation recommends for explicit transaction control: the
+driver's own transaction handling is switched off and we emit BEGIN ourselves. Write transactions say
+``BEGIN IMMEDIATE`` so they take the write lock up front and wait in the busy handler, instead of failing
+with "database is locked" when a read transaction tries to become a write transaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+_NAMED_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class Database:
+    """Owns the engine of one app and hands out connections in explicit transactions."""
+
+    def __init__(
+        self, url: str, *, pool_size: int = 10, max_overflow: int = 20, busy_timeout_ms: int = 30000
+    ):
+        self.url = make_url(url)
+        self.dialect = self.url.get_backend_name()
+        if self.dialect == "sqlite":
+            database = self.url.database
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=max_overflow)
+            _sqlite_setup(self.engine, busy_timeout_ms)
+        elif self.dialect == "postgresql":
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
+            )
+        else:
+            raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
+        self.write_engine = self.engine.execution_options(queuelog_write=True)
+
+    def sql(self, statement: str) -> str:
+        """Rewrite ``:name`` parameters for this driver: sqlite3 takes them as they are, psycopg wants
+        ``%(name)s``. For statements run with ``exec_driver_sql``."""
+        if self.dialect == "postgresql":
+            return _NAMED_PARAM.sub(r"%(\1)s", statement)
+        return statement
+
+    def parse_time(self, value: Any) -> datetime | None:
+        """A timestamp as the driver returns it, made an aware UTC datetime (SQLite returns text)."""
+        if isinstance(value, str):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return value
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection in a read transaction (rolled back at the end)."""
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A connection in a write transaction, committed when the block ends without an error."""
+        with self.write_engine.begin() as conn:
+            yield conn
+
+    def session(self, *, write: bool = False) -> Session:
+        """An ORM session; ``write=True`` makes its transactions take the write lock up front."""
+        return Session(bind=self.write_engine if write else self.engine, expire_on_commit=False)
+
+    def dispose(self) -> None:
+        """Close every pooled connection (tests, forks)."""
+        self.engine.dispose()
+
+    # -- schema -------------------------------------------------------------------------------------
+
+    def alembic_config(self):
+        """An Alembic config pointing at the packaged migrations and this database."""
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["engine"] = self.write_engine
+        return cfg
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Bring the schema to ``revision`` (the newest by default)."""
+        from alembic import command
+
+        command.upgrade(self.alembic_config(), revision)
+
+    def is_current(self) -> bool:
+        """True when the schema is at the newest migration."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        heads = set(ScriptDirectory.from_config(self.alembic_config()).get_heads())
+        with self.engine.connect() as conn:
+            current = set(MigrationContext.configure(conn).get_current_heads())
+        return current == heads
+
+
+def _sqlite_setup(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        write = conn.get_execution_options().get("queuelog_write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

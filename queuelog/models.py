@@ -1,0 +1,191 @@
+"""The tables, as typed SQLAlchemy models. Alembic migrations build exactly this schema.
+
+Job state changes never go through these classes: the queue layer (``queuelog.queue``) writes jobs with
+guarded SQL. The models serve the admin code, the pages and the migrations' autogenerate check.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from werkzeug.security import check_password_hash, generate_password_hash
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only makes INTEGER PRIMARY KEY an alias of its rowid; BIGINT would not auto-increment there.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+Timestamp = DateTime(timezone=True)
+
+PRIORITIES = {"low": 0, "medium": 10, "high": 20, "critical": 30}
+PRIORITY_NAMES = {value: name for name, value in PRIORITIES.items()}
+STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+ROLES = ("admin", "producer")
+KEY_KINDS = ("worker", "producer")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+        }
+    )
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+
+    def set_password(self, password: str) -> None:
+        """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""
+        self.password_hash = generate_password_hash(password)
+
+    def check_password(self, password: str) -> bool:
+        return check_password_hash(self.password_hash, password)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+class ApiKey(Base):
+    """An API key. Only a SHA-256 of the key is stored; the key has 256 random bits, so no slow hash is needed."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class JobType(Base):
+    __tablename__ = "job_types"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    payload_schema: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    type: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    retry_count: Mapped[int] = mapped_column(Integer, default=0)
+    max_retries: Mapped[int] = mapped_column(Integer, default=3)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(64))
+    worker_id: Mapped[str | None] = mapped_column(String(64))
+    lease_token: Mapped[str | None] = mapped_column(String(64))
+    claimed_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    available_at: Mapped[datetime] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
+        # finished, and `complete` keeps using the primary key (BASELINE.md, PostgreSQL pitfall).
+        Index(
+            "ix_jobs_claim",
+            text("priority DESC"),
+            "available_at",
+            "id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # Leases to expire: running rows only.
+        Index(
+            "ix_jobs_lease",
+            "lease_expires_at",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
+        # Idempotency keys are unique per owner while the job exists.
+        Index(
+            "uq_jobs_owner_idempotency_key",
+            "owner",
+            "idempotency_key",
+            unique=True,
+            sqlite_where=text("idempotency_key IS NOT NULL"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+        Index("ix_jobs_owner_id", "owner", "id"),
+        Index("ix_jobs_status_id", "status", "id"),
+        Index("ix_jobs_status_finished_at", "status", "finished_at"),
+    )
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(Timestamp)
+    event: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+
+class AuditLog(Base):
+    """Admin actions that are not job transitions (users, keys, types), with who and when."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    actor: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(255))
+    detail: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,26 @@
+"""The queue layer: every job state change happens here (see ``core.py``)."""
+
+from queuelog.queue.core import MAX_ERROR_CHARS, JobSpec, Queue, backoff_seconds
+from queuelog.queue.errors import (
+    IdempotencyKeyReused,
+    InvalidState,
+    JobNotFound,
+    JobValidationError,
+    NotLeaseHolder,
+    QueueError,
+)
+from queuelog.queue.types import JobTypeRules
+
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "IdempotencyKeyReused",
+    "InvalidState",
+    "JobNotFound",
+    "JobSpec",
+    "JobTypeRules",
+    "JobValidationError",
+    "NotLeaseHolder",
+    "Queue",
+    "QueueError",
+    "backoff_seconds",
+]

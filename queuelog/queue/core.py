@@ -1,0 +1,475 @@
+"""The queue layer: the one place where jobs change state.
+
+Every transition is one guarded statement (``UPDATE ... WHERE id = :id AND status = ... RETURNING``) whose
+row count decides whether it happened; nothing reads a job and then writes it on the strength of that read.
+Each transition appends a row to ``job_events`` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection
+
+from queuelog.db import Database
+from queuelog.models import utcnow
+from queuelog.queue.dialects import JOB_COLUMNS, dialect_for
+from queuelog.queue.errors import (
+    IdempotencyKeyReused,
+    InvalidState,
+    JobNotFound,
+    NotLeaseHolder,
+)
+from queuelog.queue.types import JobTypeRules
+from queuelog.redact import redact_error
+
+MAX_ERROR_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated request to enqueue one job. ``payload_json`` is ``payload`` serialized compactly."""
+
+    type: str
+    payload: dict[str, Any]
+    payload_json: str
+    priority: int = 0
+    max_retries: int = 3
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+    delay_seconds: float | None = None
+    fingerprint: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The parameters a repeated request must match (IETF Idempotency-Key draft): the delay as given,
+        # not the instant it resolves to, so that a retried request with the same body matches.
+        canonical = json.dumps(
+            [
+                self.type,
+                self.payload,
+                self.priority,
+                self.max_retries,
+                self.run_at.isoformat() if self.run_at else None,
+                self.delay_seconds,
+            ],
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        object.__setattr__(self, "fingerprint", hashlib.sha256(canonical.encode()).hexdigest())
+
+
+def backoff_seconds(
+    retry_count: int, base: float, cap: float, rand: Callable[[], float] = random.random
+) -> float:
+    """Delay before retry number ``retry_count`` (1 for the first retry).
+
+    ``d = min(cap, base * 2 ** (retry_count - 1))``, then "equal jitter": half of ``d`` plus a random part
+    of the other half, so retries spread out but never come sooner than ``d / 2``. ``base = 0`` retries at once.
+    """
+    if base <= 0:
+        return 0.0
+    delay = min(cap, base * 2 ** max(0, retry_count - 1))
+    return delay / 2 + rand() * delay / 2
+
+
+class Queue:
+    """Enqueue, claim, complete, fail, cancel, retry and expire leases, over one ``Database``."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        lease_seconds: int = 300,
+        backoff_base: float = 2.0,
+        backoff_max: float = 3600.0,
+        clock: Callable[[], datetime] = utcnow,
+        rand: Callable[[], float] = random.random,
+    ):
+        self.db = db
+        self.d = dialect_for(db.dialect)
+        self.lease_seconds = lease_seconds
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.clock = clock
+        self.rand = rand
+        self.types = JobTypeRules(db)
+        self._sql = {name: self.d.sql(text) for name, text in _STATEMENTS.items()}
+        self._claim = {typed: self.d.sql(text) for typed, text in self.d.CLAIM.items()}
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _run(self, conn: Connection, name: str, params: dict[str, Any] | list[dict[str, Any]]):
+        return conn.exec_driver_sql(self._sql[name], params)
+
+    def _event(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self._run(conn, "event", rows if len(rows) > 1 else rows[0])
+
+    def _locate(self, conn: Connection, job_id: int) -> dict[str, Any]:
+        row = self._run(conn, "get", {"id": job_id}).first()
+        if row is None:
+            raise JobNotFound(f"job {job_id} does not exist")
+        return self.d.job(row)
+
+    # -- enqueue ------------------------------------------------------------------------------------
+
+    def enqueue(self, owner: str, spec: JobSpec) -> tuple[dict[str, Any], bool]:
+        """Add one job; returns ``(job, created)``. ``created`` is False when an idempotent replay matched."""
+        return self.enqueue_many(owner, [spec])[0]
+
+    def enqueue_many(self, owner: str, specs: list[JobSpec]) -> list[tuple[dict[str, Any], bool]]:
+        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit)."""
+        self.types.check(specs)
+        d = self.d
+        now = self.clock()
+        ts = d.time(now)
+        out: list[tuple[dict[str, Any], bool]] = []
+        events: list[dict[str, Any]] = []
+        with self.db.write() as conn:
+            for index, spec in enumerate(specs):
+                if spec.run_at is not None:
+                    available = max(spec.run_at, now)
+                elif spec.delay_seconds:
+                    available = now + timedelta(seconds=spec.delay_seconds)
+                else:
+                    available = now
+                params = {
+                    "type": spec.type,
+                    "payload": d.json(spec.payload_json),
+                    "priority": spec.priority,
+                    "max_retries": spec.max_retries,
+                    "key": spec.idempotency_key,
+                    "fingerprint": spec.fingerprint if spec.idempotency_key else None,
+                    "owner": owner,
+                    "available_at": d.time(available),
+                    "now": ts,
+                }
+                if spec.idempotency_key is None:
+                    row = self._run(conn, "insert", params).first()
+                else:
+                    row = self._run(conn, "insert_idempotent", params).first()
+                    if row is None:  # the key exists: the same request again, or a conflicting one
+                        existing = self._run(
+                            conn, "by_key", {"owner": owner, "key": spec.idempotency_key}
+                        ).first()
+                        job = d.job(existing[:-1])
+                        if existing[-1] != spec.fingerprint:
+                            where = f"jobs[{index}]: " if len(specs) > 1 else ""
+                            raise IdempotencyKeyReused(
+                                f"{where}idempotency key already used by job {job['id']} with other parameters",
+                                job["id"],
+                            )
+                        out.append((job, False))
+                        continue
+                job = d.job(row)
+                out.append((job, True))
+                events.append(_event_row(job["id"], ts, "enqueued", owner, 0))
+            self._event(conn, events)
+        return out
+
+    # -- claim --------------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        worker: str,
+        *,
+        types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease_seconds: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Lease up to ``limit`` claimable jobs to ``worker`` in claim order; each carries ``lease_token``.
+
+        Expired leases are settled first, in the same transaction, so that they are claimable now.
+        """
+        d = self.d
+        now = self.clock()
+        ts = d.time(now)
+        lease = lease_seconds or self.lease_seconds
+        type_list = list(types) if types else None
+        params = {
+            "now": ts,
+            "limit": limit,
+            "true": True,
+            "worker": worker,
+            "token": secrets.token_hex(16),
+            "expires": d.time(now + timedelta(seconds=lease)),
+        }
+        if type_list:
+            params["types"] = d.types(type_list)
+        with self.db.write() as conn:
+            self._expire(conn, now)
+            rows = conn.exec_driver_sql(self._claim[bool(type_list)], params).all()
+            jobs = sorted(
+                (d.job(row) for row in rows),
+                key=lambda job: (-job["priority"], job["available_at"], job["id"]),
+            )
+            self._event(
+                conn, [_event_row(j["id"], ts, "claimed", worker, j["retry_count"] + 1) for j in jobs]
+            )
+        return jobs
+
+    # -- the holder's reports -----------------------------------------------------------------------
+
+    def _held(self, conn: Connection, job_id: int, statement: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run a holder-guarded statement; tell "no such job" from "not yours" when it changes nothing."""
+        row = self._run(conn, statement, params).first()
+        if row is not None:
+            return self.d.job(row)
+        job = self._locate(conn, job_id)
+        if job["status"] != "running":
+            raise NotLeaseHolder(f"job {job_id} is {job['status']}, not leased to this worker")
+        raise NotLeaseHolder(f"job {job_id} is leased to another worker or under another lease token")
+
+    def complete(
+        self, job_id: int, worker: str, lease_token: str, result_json: str | None = None
+    ) -> dict[str, Any]:
+        """Mark a held job completed with an optional result (already serialized JSON)."""
+        d = self.d
+        ts = d.time(self.clock())
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": lease_token,
+            "now": ts,
+            "result": d.json(result_json),
+        }
+        with self.db.write() as conn:
+            job = self._held(conn, job_id, "complete", params)
+            self._event(conn, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
+        return job
+
+    def heartbeat(self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None) -> dict:
+        """Extend a held job's lease to now + ``lease_seconds``."""
+        d = self.d
+        now = self.clock()
+        expires = now + timedelta(seconds=lease_seconds or self.lease_seconds)
+        params = {"id": job_id, "worker": worker, "token": lease_token, "now": d.time(now)}
+        params["expires"] = d.time(expires)
+        with self.db.write() as conn:
+            return self._held(conn, job_id, "heartbeat", params)
+
+    def fail(
+        self, job_id: int, worker: str, lease_token: str, error: str, *, retryable: bool = True
+    ) -> dict[str, Any]:
+        """Record a failed attempt: back to ``pending`` after a backoff while retries remain, else ``failed``.
+
+        The error is stored redacted (SPEC V-10) and cut to ``MAX_ERROR_CHARS``; redaction comes first so
+        that a secret straddling the cut cannot survive as a fragment.
+        """
+        error = redact_error(error.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8"))
+        error = error[:MAX_ERROR_CHARS]
+        d = self.d
+        now = self.clock()
+        ts = d.time(now)
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": lease_token,
+            "now": ts,
+            "retryable": int(retryable),
+            "error": error,
+        }
+        with self.db.write() as conn:
+            job = self._held(conn, job_id, "fail", params)
+            job = self._schedule_retry(conn, job, now)
+            attempt = job["retry_count"] + (0 if job["status"] == "pending" else 1)
+            event = "retry_scheduled" if job["status"] == "pending" else "failed"
+            self._event(conn, [_event_row(job_id, ts, event, worker, attempt, error)])
+        return job
+
+    def _schedule_retry(self, conn: Connection, job: dict[str, Any], now: datetime) -> dict[str, Any]:
+        """Push a job that just went back to pending into the future by the backoff for its retry count."""
+        if job["status"] != "pending":
+            return job
+        delay = backoff_seconds(job["retry_count"], self.backoff_base, self.backoff_max, self.rand)
+        if delay > 0:
+            available = now + timedelta(seconds=delay)
+            # Same transaction as the guarded update, which holds the row: nobody can claim it in between.
+            self._run(conn, "set_available", {"id": job["id"], "available_at": self.d.time(available)})
+            job["available_at"] = available
+        return job
+
+    # -- leases -------------------------------------------------------------------------------------
+
+    def expire_leases(self) -> list[dict[str, Any]]:
+        """Settle every job whose lease has run out; returns them as they now are."""
+        with self.db.write() as conn:
+            return self._expire(conn, self.clock())
+
+    def _expire(self, conn: Connection, now: datetime) -> list[dict[str, Any]]:
+        ts = self.d.time(now)
+        rows = self._run(conn, "expire", {"now": ts, "error": "lease expired"}).all()
+        jobs = []
+        events = []
+        for row in rows:
+            job = self._schedule_retry(conn, self.d.job(row), now)
+            requeued = job["status"] == "pending"
+            attempt = job["retry_count"] + (0 if requeued else 1)
+            events.append(
+                _event_row(
+                    job["id"],
+                    ts,
+                    "lease_expired",
+                    "system",
+                    attempt,
+                    f"lease expired (held by {job['worker_id']})",
+                )
+            )
+            jobs.append(job)
+        self._event(conn, events)
+        return jobs
+
+    # -- people's actions ---------------------------------------------------------------------------
+
+    def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> dict[str, Any]:
+        """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
+        ts = self.d.time(self.clock())
+        with self.db.write() as conn:
+            if owner is None:
+                row = self._run(conn, "cancel", {"id": job_id, "now": ts}).first()
+            else:
+                row = self._run(conn, "cancel_own", {"id": job_id, "now": ts, "owner": owner}).first()
+            if row is None:
+                job = self._locate(conn, job_id)
+                if owner is not None and job["owner"] != owner:
+                    raise JobNotFound(f"job {job_id} does not exist")
+                raise InvalidState(f"job {job_id} is {job['status']}; only pending jobs can be cancelled")
+            job = self.d.job(row)
+            self._event(conn, [_event_row(job_id, ts, "cancelled", actor, job["retry_count"])])
+        return job
+
+    def retry(self, job_id: int, actor: str) -> dict[str, Any]:
+        """Put a failed or cancelled job back to pending now, with its retry count reset (admins)."""
+        ts = self.d.time(self.clock())
+        with self.db.write() as conn:
+            row = self._run(conn, "retry", {"id": job_id, "now": ts}).first()
+            if row is None:
+                job = self._locate(conn, job_id)
+                raise InvalidState(
+                    f"job {job_id} is {job['status']}; only failed or cancelled jobs can be retried"
+                )
+            job = self.d.job(row)
+            self._event(conn, [_event_row(job_id, ts, "retried", actor, 0)])
+        return job
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = self._run(conn, "get", {"id": job_id}).first()
+        return None if row is None else self.d.job(row)
+
+    def events(self, job_id: int) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            rows = self._run(conn, "events", {"job_id": job_id}).all()
+        return [
+            {
+                "id": r[0],
+                "at": self.d.parse_time(r[1]),
+                "event": r[2],
+                "actor": r[3],
+                "attempt": r[4],
+                "error": r[5],
+            }
+            for r in rows
+        ]
+
+    def list_jobs(
+        self,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        type: str | None = None,
+        priority: int | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Jobs newest first, filtered; ``before_id`` continues a previous page (keyset pagination)."""
+        filters = {"owner": owner, "status": status, "type": type, "priority": priority}
+        where = [f"{name} = :{name}" for name, value in filters.items() if value is not None]
+        params: dict[str, Any] = {name: value for name, value in filters.items() if value is not None}
+        if before_id is not None:
+            where.append("id < :before_id")
+            params["before_id"] = before_id
+        params["limit"] = limit
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC LIMIT :limit"
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(self.d.sql(sql), params).all()
+        return [self.d.job(row) for row in rows]
+
+
+def _event_row(job_id: int, at: Any, event: str, actor: str, attempt: int, error: str | None = None):
+    return {"job_id": job_id, "at": at, "event": event, "actor": actor, "attempt": attempt, "error": error}
+
+
+_HOLDER = "id = :id AND status = 'running' AND worker_id = :worker AND lease_token = :token"
+_RETRYING = ":retryable = 1 AND retry_count < max_retries"
+
+_STATEMENTS = {
+    "get": f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id",
+    "by_key": f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND idempotency_key = :key",
+    "insert": (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
+        " fingerprint, owner, available_at, created_at, updated_at) VALUES (:type, :payload, :priority,"
+        " 'pending', 0, :max_retries, :key, :fingerprint, :owner, :available_at, :now, :now)"
+        f" RETURNING {JOB_COLUMNS}"
+    ),
+    "insert_idempotent": (
+        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
+        " fingerprint, owner, available_at, created_at, updated_at) VALUES (:type, :payload, :priority,"
+        " 'pending', 0, :max_retries, :key, :fingerprint, :owner, :available_at, :now, :now)"
+        f" ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
+    ),
+    "event": (
+        "INSERT INTO job_events (job_id, at, event, actor, attempt, error)"
+        " VALUES (:job_id, :at, :event, :actor, :attempt, :error)"
+    ),
+    "events": "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = :job_id ORDER BY id",
+    "complete": (
+        "UPDATE jobs SET status = 'completed', result = :result, finished_at = :now, updated_at = :now,"
+        f" lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    ),
+    "heartbeat": (
+        f"UPDATE jobs SET lease_expires_at = :expires, updated_at = :now WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    ),
+    "fail": (
+        f"UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
+        f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
+        f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
+        " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
+        f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    ),
+    "set_available": "UPDATE jobs SET available_at = :available_at WHERE id = :id",
+    # An expired lease counts as a retryable failure by the system.
+    "expire": (
+        "UPDATE jobs SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
+        " finished_at = CASE WHEN retry_count < max_retries THEN NULL ELSE :now END,"
+        " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
+        " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
+        f" WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
+    ),
+    "cancel": (
+        "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
+        f" WHERE id = :id AND status = 'pending' RETURNING {JOB_COLUMNS}"
+    ),
+    "cancel_own": (
+        "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
+        f" WHERE id = :id AND status = 'pending' AND owner = :owner RETURNING {JOB_COLUMNS}"
+    ),
+    "retry": (
+        "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
+        " updated_at = :now WHERE id = :id AND status IN ('failed', 'cancelled')"
+        f" RETURNING {JOB_COLUMNS}"
+    ),
+}

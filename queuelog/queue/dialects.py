@@ -1,0 +1,143 @@
+"""What differs between SQLite and PostgreSQL in the queue layer, side by side.
+
+The queue layer runs its statements through ``Connection.exec_driver_sql``: the SQL goes to the driver as
+written, with no per-call compilation, which is what keeps the hot path within reach of a raw driver loop.
+Statements are written once with ``:name`` parameters; the PostgreSQL dialect rewrites them to psycopg's
+``%(name)s`` style when the module is loaded. Both claims pick jobs in the order of the partial index
+``ix_jobs_claim``: priority (highest first), then ``available_at``, then ``id``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from queuelog.db import _NAMED_PARAM
+
+JOB_COLUMNS = (
+    "id, type, payload, priority, status, retry_count, max_retries, idempotency_key, owner, worker_id,"
+    " lease_token, claimed_at, lease_expires_at, available_at, created_at, updated_at, finished_at,"
+    " result, error"
+)
+JOB_FIELDS = tuple(name.strip() for name in JOB_COLUMNS.split(","))
+_TIME_FIELDS = frozenset(
+    {"claimed_at", "lease_expires_at", "available_at", "created_at", "updated_at", "finished_at"}
+)
+_TIME_INDEXES = tuple(i for i, name in enumerate(JOB_FIELDS) if name in _TIME_FIELDS)
+_PAYLOAD, _RESULT = JOB_FIELDS.index("payload"), JOB_FIELDS.index("result")
+
+# The claim's inner query. `{types}` becomes a filter on the requested types, or nothing.
+_PICK = (
+    "SELECT id FROM jobs WHERE status = 'pending' AND available_at <= :now{types}"
+    " AND type NOT IN (SELECT name FROM job_types WHERE paused = :true)"
+    " ORDER BY priority DESC, available_at, id LIMIT :limit"
+)
+_CLAIM_SET = (
+    "status = 'running', worker_id = :worker, lease_token = :token, claimed_at = :now,"
+    " lease_expires_at = :expires, updated_at = :now"
+)
+
+
+class SQLiteDialect:
+    """SQLite: times as SQLAlchemy's sortable text format, JSON as text, the claim under BEGIN IMMEDIATE."""
+
+    name = "sqlite"
+
+    # `+status` keeps SQLite from choosing the status index for the outer condition: without statistics
+    # it would otherwise walk every pending row (BASELINE.md). The write lock is already held (BEGIN
+    # IMMEDIATE), so the inner pick and the update see the same rows.
+    CLAIM = {
+        typed: (
+            f"UPDATE jobs SET {_CLAIM_SET} WHERE id IN ("
+            + _PICK.format(types=" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
+            + f") AND +status = 'pending' RETURNING {JOB_COLUMNS}"
+        )
+        for typed in (False, True)
+    }
+
+    @staticmethod
+    def sql(statement: str) -> str:
+        return statement
+
+    @staticmethod
+    def time(value: datetime) -> str:
+        # The format SQLAlchemy's SQLite DateTime uses, so the ORM and this layer read each other's rows.
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    @staticmethod
+    def json(text: str | None) -> Any:
+        """Bind a JSON document that the caller has already serialized."""
+        return text
+
+    @staticmethod
+    def types(names: list[str]) -> str:
+        return json.dumps(names)
+
+    @staticmethod
+    def job(row: Any) -> dict[str, Any]:
+        values = list(row)
+        for i in _TIME_INDEXES:
+            if values[i] is not None:
+                values[i] = datetime.fromisoformat(values[i]).replace(tzinfo=UTC)
+        values[_PAYLOAD] = json.loads(values[_PAYLOAD])
+        if values[_RESULT] is not None:
+            values[_RESULT] = json.loads(values[_RESULT])
+        return dict(zip(JOB_FIELDS, values, strict=True))
+
+    @staticmethod
+    def parse_time(value: Any) -> datetime:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+class PostgresDialect:
+    """PostgreSQL: timestamptz, jsonb, and a claim that skips rows other workers have locked."""
+
+    name = "postgresql"
+
+    # The CTE fences the pick: its rows are locked (skipping any another claim holds) before the update
+    # touches them, so concurrent claims never wait on each other nor hand out the same job.
+    CLAIM = {
+        typed: (
+            "WITH picked AS ("
+            + _PICK.format(types=" AND type = ANY(:types)" if typed else "")
+            + f" FOR UPDATE SKIP LOCKED) UPDATE jobs SET {_CLAIM_SET} FROM picked"
+            f" WHERE jobs.id = picked.id RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
+        )
+        for typed in (False, True)
+    }
+
+    @staticmethod
+    def sql(statement: str) -> str:
+        return _NAMED_PARAM.sub(r"%(\1)s", statement)
+
+    @staticmethod
+    def time(value: datetime) -> datetime:
+        return value
+
+    @staticmethod
+    def json(text: str | None) -> Any:
+        from psycopg.types.json import Jsonb
+
+        # Jsonb would serialize again; hand it the text we already have.
+        return None if text is None else Jsonb(text, dumps=_identity)
+
+    @staticmethod
+    def types(names: list[str]) -> list[str]:
+        return names
+
+    @staticmethod
+    def job(row: Any) -> dict[str, Any]:
+        return dict(zip(JOB_FIELDS, row, strict=True))
+
+    @staticmethod
+    def parse_time(value: Any) -> datetime:
+        return value
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def dialect_for(name: str) -> type[SQLiteDialect] | type[PostgresDialect]:
+    return {"sqlite": SQLiteDialect, "postgresql": PostgresDialect}[name]
