@@ -41,6 +41,14 @@ class Principal:
         return 30 if self.is_admin else PRODUCER_MAX_PRIORITY
 
 
+_KEY_LOOKUP_SQL = (
+    "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
+    " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
+    " WHERE k.key_hash = :digest AND k.revoked_at IS NULL"
+)
+_KEY_LOOKUP = {"sqlite": _KEY_LOOKUP_SQL, "postgresql": _KEY_LOOKUP_SQL.replace(":digest", "%(digest)s")}
+
+
 def hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -50,15 +58,9 @@ def authenticate_key(db: Database, raw: str) -> Principal | None:
     if not raw.startswith(KEY_PREFIX) or len(raw) > 128:
         return None
     digest = hash_key(raw)
-    with db.read() as conn:
-        row = conn.exec_driver_sql(
-            db.sql(
-                "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
-                " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
-                " WHERE k.key_hash = :digest AND k.revoked_at IS NULL"
-            ),
-            {"digest": digest},
-        ).first()
+    with db.cursor() as cur:
+        cur.execute(_KEY_LOOKUP[db.dialect], {"digest": digest})
+        row = cur.fetchone()
     if row is None:
         return None
     key_id, kind, name, last_used, username, role, active = row

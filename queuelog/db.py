@@ -44,6 +44,7 @@ class Database:
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
+        self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
 
     def sql(self, statement: str) -> str:
         """Rewrite ``:name`` parameters for this driver: sqlite3 takes them as they are, psycopg wants
@@ -56,7 +57,34 @@ class Database:
         """A timestamp as the driver returns it, made an aware UTC datetime (SQLite returns text)."""
         if isinstance(value, str):
             return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        return value
+        return None if value is None else value.astimezone(UTC)
+
+    @contextmanager
+    def cursor(self, *, write: bool = False) -> Iterator[Any]:
+        """A DB-API cursor on a pooled connection, for the queue layer's hot path.
+
+        With ``write=True`` the block is one transaction (``BEGIN IMMEDIATE`` on SQLite), committed when it
+        ends without an error and rolled back otherwise. Skipping SQLAlchemy's result machinery here is
+        worth about 2x on claim+complete (see ``queuelog-bench core``). Driver errors that mean "cannot
+        reach or lock the database" come out as ``DatabaseUnavailable``.
+        """
+        conn = self.engine.raw_connection()
+        dbapi_conn = conn.driver_connection
+        try:
+            cur = dbapi_conn.cursor()
+            if self.dialect == "sqlite" and write:
+                cur.execute("BEGIN IMMEDIATE")
+            yield cur
+            if self.dialect != "sqlite" or dbapi_conn.in_transaction:
+                dbapi_conn.commit()
+        except self._unavailable as exc:
+            _rollback(dbapi_conn)
+            raise DatabaseUnavailable(str(exc)) from exc
+        except BaseException:
+            _rollback(dbapi_conn)
+            raise
+        finally:
+            conn.close()  # back to the pool
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -105,6 +133,17 @@ class Database:
         with self.engine.connect() as conn:
             current = set(MigrationContext.configure(conn).get_current_heads())
         return current == heads
+
+
+class DatabaseUnavailable(Exception):
+    """The database could not be reached, or stayed locked past the busy timeout."""
+
+
+def _rollback(dbapi_conn) -> None:
+    try:
+        dbapi_conn.rollback()
+    except Exception:  # the connection may be gone; the pool will find out
+        pass
 
 
 def _sqlite_setup(engine: Engine, busy_timeout_ms: int) -> None:

@@ -24,6 +24,7 @@ from queuelog.api.validation import (
     read_body,
 )
 from queuelog.auth import Principal, authenticate_key
+from queuelog.db import DatabaseUnavailable
 from queuelog.models import PRIORITY_NAMES
 from queuelog.queue import Queue, QueueError
 
@@ -50,7 +51,8 @@ def _queue_error(exc: QueueError):
 
 
 @bp.errorhandler(OperationalError)
-def _database_unavailable(exc: OperationalError):
+@bp.errorhandler(DatabaseUnavailable)
+def _database_unavailable(exc: Exception):
     current_app.logger.warning("database unavailable: %s", exc)
     return ApiError(
         503, "unavailable", "the database is unavailable or busy; try again", headers={"Retry-After": "1"}

@@ -12,11 +12,10 @@ import json
 import random
 import secrets
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
-
-from sqlalchemy import Connection
 
 from queuelog.db import Database
 from queuelog.models import utcnow
@@ -45,9 +44,9 @@ class JobSpec:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     delay_seconds: float | None = None
-    fingerprint: str = field(init=False)
 
-    def __post_init__(self) -> None:
+    @cached_property
+    def fingerprint(self) -> str:
         # The parameters a repeated request must match (IETF Idempotency-Key draft): the delay as given,
         # not the instant it resolves to, so that a retried request with the same body matches.
         canonical = json.dumps(
@@ -63,7 +62,7 @@ class JobSpec:
             separators=(",", ":"),
             ensure_ascii=False,
         )
-        object.__setattr__(self, "fingerprint", hashlib.sha256(canonical.encode()).hexdigest())
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def backoff_seconds(
@@ -101,20 +100,30 @@ class Queue:
         self.clock = clock
         self.rand = rand
         self.types = JobTypeRules(db)
-        self._sql = {name: self.d.sql(text) for name, text in _STATEMENTS.items()}
+        self._sql = statements(self.d)
         self._claim = {typed: self.d.sql(text) for typed, text in self.d.CLAIM.items()}
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _run(self, conn: Connection, name: str, params: dict[str, Any] | list[dict[str, Any]]):
-        return conn.exec_driver_sql(self._sql[name], params)
+    def _one(self, cur: Any, name: str, params: dict[str, Any]) -> Any:
+        """Run a statement and return its first row or None (all rows are read: SQLite finishes a
+        RETURNING statement only when it is stepped to the end)."""
+        cur.execute(self._sql[name], params)
+        rows = cur.fetchall()
+        return rows[0] if rows else None
 
-    def _event(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            self._run(conn, "event", rows if len(rows) > 1 else rows[0])
+    def _all(self, cur: Any, name: str, params: dict[str, Any]) -> list[Any]:
+        cur.execute(self._sql[name], params)
+        return cur.fetchall()
 
-    def _locate(self, conn: Connection, job_id: int) -> dict[str, Any]:
-        row = self._run(conn, "get", {"id": job_id}).first()
+    def _event(self, cur: Any, rows: list[dict[str, Any]]) -> None:
+        if len(rows) == 1:
+            cur.execute(self._sql["event"], rows[0])
+        elif rows:
+            cur.executemany(self._sql["event"], rows)
+
+    def _locate(self, cur: Any, job_id: int) -> dict[str, Any]:
+        row = self._one(cur, "get", {"id": job_id})
         if row is None:
             raise JobNotFound(f"job {job_id} does not exist")
         return self.d.job(row)
@@ -133,7 +142,7 @@ class Queue:
         ts = d.time(now)
         out: list[tuple[dict[str, Any], bool]] = []
         events: list[dict[str, Any]] = []
-        with self.db.write() as conn:
+        with self.db.cursor(write=True) as cur:
             for index, spec in enumerate(specs):
                 if spec.run_at is not None:
                     available = max(spec.run_at, now)
@@ -153,13 +162,11 @@ class Queue:
                     "now": ts,
                 }
                 if spec.idempotency_key is None:
-                    row = self._run(conn, "insert", params).first()
+                    row = self._one(cur, "insert", params)
                 else:
-                    row = self._run(conn, "insert_idempotent", params).first()
+                    row = self._one(cur, "insert_idempotent", params)
                     if row is None:  # the key exists: the same request again, or a conflicting one
-                        existing = self._run(
-                            conn, "by_key", {"owner": owner, "key": spec.idempotency_key}
-                        ).first()
+                        existing = self._one(cur, "by_key", {"owner": owner, "key": spec.idempotency_key})
                         job = d.job(existing[:-1])
                         if existing[-1] != spec.fingerprint:
                             where = f"jobs[{index}]: " if len(specs) > 1 else ""
@@ -172,7 +179,7 @@ class Queue:
                 job = d.job(row)
                 out.append((job, True))
                 events.append(_event_row(job["id"], ts, "enqueued", owner, 0))
-            self._event(conn, events)
+            self._event(cur, events)
         return out
 
     # -- claim --------------------------------------------------------------------------------------
@@ -204,26 +211,25 @@ class Queue:
         }
         if type_list:
             params["types"] = d.types(type_list)
-        with self.db.write() as conn:
-            self._expire(conn, now)
-            rows = conn.exec_driver_sql(self._claim[bool(type_list)], params).all()
+        with self.db.cursor(write=True) as cur:
+            self._expire(cur, now)
+            cur.execute(self._claim[bool(type_list)], params)
+            rows = cur.fetchall()
             jobs = sorted(
                 (d.job(row) for row in rows),
                 key=lambda job: (-job["priority"], job["available_at"], job["id"]),
             )
-            self._event(
-                conn, [_event_row(j["id"], ts, "claimed", worker, j["retry_count"] + 1) for j in jobs]
-            )
+            self._event(cur, [_event_row(j["id"], ts, "claimed", worker, j["retry_count"] + 1) for j in jobs])
         return jobs
 
     # -- the holder's reports -----------------------------------------------------------------------
 
-    def _held(self, conn: Connection, job_id: int, statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _held(self, cur: Any, job_id: int, statement: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run a holder-guarded statement; tell "no such job" from "not yours" when it changes nothing."""
-        row = self._run(conn, statement, params).first()
+        row = self._one(cur, statement, params)
         if row is not None:
             return self.d.job(row)
-        job = self._locate(conn, job_id)
+        job = self._locate(cur, job_id)
         if job["status"] != "running":
             raise NotLeaseHolder(f"job {job_id} is {job['status']}, not leased to this worker")
         raise NotLeaseHolder(f"job {job_id} is leased to another worker or under another lease token")
@@ -241,9 +247,9 @@ class Queue:
             "now": ts,
             "result": d.json(result_json),
         }
-        with self.db.write() as conn:
-            job = self._held(conn, job_id, "complete", params)
-            self._event(conn, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
+        with self.db.cursor(write=True) as cur:
+            job = self._held(cur, job_id, "complete", params)
+            self._event(cur, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
         return job
 
     def heartbeat(self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None) -> dict:
@@ -253,8 +259,8 @@ class Queue:
         expires = now + timedelta(seconds=lease_seconds or self.lease_seconds)
         params = {"id": job_id, "worker": worker, "token": lease_token, "now": d.time(now)}
         params["expires"] = d.time(expires)
-        with self.db.write() as conn:
-            return self._held(conn, job_id, "heartbeat", params)
+        with self.db.cursor(write=True) as cur:
+            return self._held(cur, job_id, "heartbeat", params)
 
     def fail(
         self, job_id: int, worker: str, lease_token: str, error: str, *, retryable: bool = True
@@ -277,15 +283,15 @@ class Queue:
             "retryable": int(retryable),
             "error": error,
         }
-        with self.db.write() as conn:
-            job = self._held(conn, job_id, "fail", params)
-            job = self._schedule_retry(conn, job, now)
+        with self.db.cursor(write=True) as cur:
+            job = self._held(cur, job_id, "fail", params)
+            job = self._schedule_retry(cur, job, now)
             attempt = job["retry_count"] + (0 if job["status"] == "pending" else 1)
             event = "retry_scheduled" if job["status"] == "pending" else "failed"
-            self._event(conn, [_event_row(job_id, ts, event, worker, attempt, error)])
+            self._event(cur, [_event_row(job_id, ts, event, worker, attempt, error)])
         return job
 
-    def _schedule_retry(self, conn: Connection, job: dict[str, Any], now: datetime) -> dict[str, Any]:
+    def _schedule_retry(self, cur: Any, job: dict[str, Any], now: datetime) -> dict[str, Any]:
         """Push a job that just went back to pending into the future by the backoff for its retry count."""
         if job["status"] != "pending":
             return job
@@ -293,7 +299,7 @@ class Queue:
         if delay > 0:
             available = now + timedelta(seconds=delay)
             # Same transaction as the guarded update, which holds the row: nobody can claim it in between.
-            self._run(conn, "set_available", {"id": job["id"], "available_at": self.d.time(available)})
+            cur.execute(self._sql["set_available"], {"id": job["id"], "available_at": self.d.time(available)})
             job["available_at"] = available
         return job
 
@@ -301,16 +307,16 @@ class Queue:
 
     def expire_leases(self) -> list[dict[str, Any]]:
         """Settle every job whose lease has run out; returns them as they now are."""
-        with self.db.write() as conn:
-            return self._expire(conn, self.clock())
+        with self.db.cursor(write=True) as cur:
+            return self._expire(cur, self.clock())
 
-    def _expire(self, conn: Connection, now: datetime) -> list[dict[str, Any]]:
+    def _expire(self, cur: Any, now: datetime) -> list[dict[str, Any]]:
         ts = self.d.time(now)
-        rows = self._run(conn, "expire", {"now": ts, "error": "lease expired"}).all()
+        rows = self._all(cur, "expire", {"now": ts, "error": "lease expired"})
         jobs = []
         events = []
         for row in rows:
-            job = self._schedule_retry(conn, self.d.job(row), now)
+            job = self._schedule_retry(cur, self.d.job(row), now)
             requeued = job["status"] == "pending"
             attempt = job["retry_count"] + (0 if requeued else 1)
             events.append(
@@ -324,7 +330,7 @@ class Queue:
                 )
             )
             jobs.append(job)
-        self._event(conn, events)
+        self._event(cur, events)
         return jobs
 
     # -- people's actions ---------------------------------------------------------------------------
@@ -332,44 +338,44 @@ class Queue:
     def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> dict[str, Any]:
         """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
         ts = self.d.time(self.clock())
-        with self.db.write() as conn:
+        with self.db.cursor(write=True) as cur:
             if owner is None:
-                row = self._run(conn, "cancel", {"id": job_id, "now": ts}).first()
+                row = self._one(cur, "cancel", {"id": job_id, "now": ts})
             else:
-                row = self._run(conn, "cancel_own", {"id": job_id, "now": ts, "owner": owner}).first()
+                row = self._one(cur, "cancel_own", {"id": job_id, "now": ts, "owner": owner})
             if row is None:
-                job = self._locate(conn, job_id)
+                job = self._locate(cur, job_id)
                 if owner is not None and job["owner"] != owner:
                     raise JobNotFound(f"job {job_id} does not exist")
                 raise InvalidState(f"job {job_id} is {job['status']}; only pending jobs can be cancelled")
             job = self.d.job(row)
-            self._event(conn, [_event_row(job_id, ts, "cancelled", actor, job["retry_count"])])
+            self._event(cur, [_event_row(job_id, ts, "cancelled", actor, job["retry_count"])])
         return job
 
     def retry(self, job_id: int, actor: str) -> dict[str, Any]:
         """Put a failed or cancelled job back to pending now, with its retry count reset (admins)."""
         ts = self.d.time(self.clock())
-        with self.db.write() as conn:
-            row = self._run(conn, "retry", {"id": job_id, "now": ts}).first()
+        with self.db.cursor(write=True) as cur:
+            row = self._one(cur, "retry", {"id": job_id, "now": ts})
             if row is None:
-                job = self._locate(conn, job_id)
+                job = self._locate(cur, job_id)
                 raise InvalidState(
                     f"job {job_id} is {job['status']}; only failed or cancelled jobs can be retried"
                 )
             job = self.d.job(row)
-            self._event(conn, [_event_row(job_id, ts, "retried", actor, 0)])
+            self._event(cur, [_event_row(job_id, ts, "retried", actor, 0)])
         return job
 
     # -- reading ------------------------------------------------------------------------------------
 
     def get(self, job_id: int) -> dict[str, Any] | None:
-        with self.db.read() as conn:
-            row = self._run(conn, "get", {"id": job_id}).first()
+        with self.db.cursor() as cur:
+            row = self._one(cur, "get", {"id": job_id})
         return None if row is None else self.d.job(row)
 
     def events(self, job_id: int) -> list[dict[str, Any]]:
-        with self.db.read() as conn:
-            rows = self._run(conn, "events", {"job_id": job_id}).all()
+        with self.db.cursor() as cur:
+            rows = self._all(cur, "events", {"job_id": job_id})
         return [
             {
                 "id": r[0],
@@ -404,9 +410,15 @@ class Queue:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT :limit"
-        with self.db.read() as conn:
-            rows = conn.exec_driver_sql(self.d.sql(sql), params).all()
+        with self.db.cursor() as cur:
+            cur.execute(self.d.sql(sql), params)
+            rows = cur.fetchall()
         return [self.d.job(row) for row in rows]
+
+
+def statements(dialect) -> dict[str, str]:
+    """The queue layer's statements, ready for ``dialect``'s driver."""
+    return {name: dialect.sql(text.format(**dialect.HINTS)) for name, text in _STATEMENTS.items()}
 
 
 def _event_row(job_id: int, at: Any, event: str, actor: str, attempt: int, error: str | None = None):
@@ -453,7 +465,7 @@ _STATEMENTS = {
     "set_available": "UPDATE jobs SET available_at = :available_at WHERE id = :id",
     # An expired lease counts as a retryable failure by the system.
     "expire": (
-        "UPDATE jobs SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
+        "UPDATE jobs{lease_index} SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
         " finished_at = CASE WHEN retry_count < max_retries THEN NULL ELSE :now END,"
         " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
         " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"

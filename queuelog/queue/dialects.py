@@ -29,7 +29,7 @@ _PAYLOAD, _RESULT = JOB_FIELDS.index("payload"), JOB_FIELDS.index("result")
 
 # The claim's inner query. `{types}` becomes a filter on the requested types, or nothing.
 _PICK = (
-    "SELECT id FROM jobs WHERE status = 'pending' AND available_at <= :now{types}"
+    "SELECT id FROM jobs{claim_index} WHERE status = 'pending' AND available_at <= :now{types}"
     " AND type NOT IN (SELECT name FROM job_types WHERE paused = :true)"
     " ORDER BY priority DESC, available_at, id LIMIT :limit"
 )
@@ -39,10 +39,17 @@ _CLAIM_SET = (
 )
 
 
+_SQLITE_HINTS = {"claim_index": " INDEXED BY ix_jobs_claim", "lease_index": " INDEXED BY ix_jobs_lease"}
+
+
 class SQLiteDialect:
     """SQLite: times as SQLAlchemy's sortable text format, JSON as text, the claim under BEGIN IMMEDIATE."""
 
     name = "sqlite"
+
+    # Without statistics SQLite prefers ix_jobs_status_id for `status = 'pending'` and then sorts every
+    # pending row; naming the partial indexes keeps a claim's cost flat at any backlog (BASELINE.md).
+    HINTS = _SQLITE_HINTS
 
     # `+status` keeps SQLite from choosing the status index for the outer condition: without statistics
     # it would otherwise walk every pending row (BASELINE.md). The write lock is already held (BEGIN
@@ -50,7 +57,10 @@ class SQLiteDialect:
     CLAIM = {
         typed: (
             f"UPDATE jobs SET {_CLAIM_SET} WHERE id IN ("
-            + _PICK.format(types=" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
+            + _PICK.format(
+                claim_index=_SQLITE_HINTS["claim_index"],
+                types=" AND type IN (SELECT value FROM json_each(:types))" if typed else "",
+            )
             + f") AND +status = 'pending' RETURNING {JOB_COLUMNS}"
         )
         for typed in (False, True)
@@ -95,12 +105,14 @@ class PostgresDialect:
 
     name = "postgresql"
 
+    HINTS = {"claim_index": "", "lease_index": ""}  # the planner matches the partial indexes by itself
+
     # The CTE fences the pick: its rows are locked (skipping any another claim holds) before the update
     # touches them, so concurrent claims never wait on each other nor hand out the same job.
     CLAIM = {
         typed: (
             "WITH picked AS ("
-            + _PICK.format(types=" AND type = ANY(:types)" if typed else "")
+            + _PICK.format(claim_index="", types=" AND type = ANY(:types)" if typed else "")
             + f" FOR UPDATE SKIP LOCKED) UPDATE jobs SET {_CLAIM_SET} FROM picked"
             f" WHERE jobs.id = picked.id RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
         )
@@ -128,11 +140,15 @@ class PostgresDialect:
 
     @staticmethod
     def job(row: Any) -> dict[str, Any]:
-        return dict(zip(JOB_FIELDS, row, strict=True))
+        values = list(row)
+        for i in _TIME_INDEXES:
+            if values[i] is not None:
+                values[i] = values[i].astimezone(UTC)  # psycopg answers in the session's time zone
+        return dict(zip(JOB_FIELDS, values, strict=True))
 
     @staticmethod
     def parse_time(value: Any) -> datetime:
-        return value
+        return value.astimezone(UTC)
 
 
 def _identity(text: str) -> str:

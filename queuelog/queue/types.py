@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -40,19 +41,34 @@ def check_schema(schema: Any) -> str | None:
 
 
 class JobTypeRules:
-    """Reads the allowlist and checks specs against it; admin changes go through the same object."""
+    """Reads the allowlist and checks specs against it; admin changes go through the same object.
 
-    def __init__(self, db: Database):
+    The allowlist is read at most once per ``ttl`` seconds per process (it is tiny and read on every
+    enqueue). A change made through this object takes effect at once in this process; in other app
+    processes it takes effect within ``ttl`` seconds.
+    """
+
+    def __init__(self, db: Database, ttl: float = 2.0):
         self.db = db
+        self.ttl = ttl
+        self._cache: tuple[float, dict[str, tuple[bool, str | None]]] | None = None
+
+    def invalidate(self) -> None:
+        self._cache = None
 
     def _load(self) -> dict[str, tuple[bool, str | None]]:
-        with self.db.read() as conn:
-            rows = conn.exec_driver_sql("SELECT name, enabled, payload_schema FROM job_types").all()
+        now = time.monotonic()
+        if self._cache is not None and now - self._cache[0] < self.ttl:
+            return self._cache[1]
+        with self.db.cursor() as cur:
+            cur.execute("SELECT name, enabled, payload_schema FROM job_types")
+            rows = cur.fetchall()
         out = {}
         for name, enabled, schema in rows:
             if schema is not None and not isinstance(schema, str):
                 schema = json.dumps(schema, sort_keys=True)  # jsonb arrives parsed
             out[name] = (bool(enabled), schema)
+        self._cache = (now, out)
         return out
 
     def check(self, specs: Sequence[JobSpec]) -> None:
@@ -89,6 +105,7 @@ class JobTypeRules:
         with self.db.session(write=True) as session, session.begin():
             job_type = JobType(name=name, description=description, payload_schema=schema)
             session.add(job_type)
+        self.invalidate()
         return job_type
 
     def update(self, name: str, **changes: Any) -> JobType:
@@ -100,6 +117,7 @@ class JobTypeRules:
             for key, value in changes.items():
                 setattr(job_type, key, value)
             job_type.updated_at = utcnow()
+        self.invalidate()
         return job_type
 
     def seed(self, names: str) -> None:
@@ -109,3 +127,4 @@ class JobTypeRules:
                 return
             for name in dict.fromkeys(n.strip() for n in names.split(",") if n.strip()):
                 session.add(JobType(name=name, description=""))
+        self.invalidate()
