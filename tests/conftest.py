@@ -1,0 +1,304 @@
+"""Shared fixtures: an app on a real database file (or the real PostgreSQL server), clients, keys, servers.
+
+The ``backend`` fixture runs every test that uses ``app`` on SQLite, and again on PostgreSQL when
+``QUEUELOG_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each PostgreSQL test session works in a schema
+of its own, dropped at the end, and every test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+from sqlalchemy import create_engine, text
+
+from queuelog import create_app
+from queuelog.auth import create_key, create_user
+from queuelog.db import Database
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
+ADMIN_PASSWORD = "admin-password-for-tests"
+TABLES = ("job_events", "jobs", "api_keys", "audit_log", "users", "job_types")
+
+
+# -- databases ----------------------------------------------------------------------------------------
+
+
+class SQLiteBackend:
+    name = "sqlite"
+
+    def __init__(self, template: Path):
+        self.template = template
+
+    def fresh_url(self, folder: Path) -> str:
+        """A new database file, copied from a migrated template (much faster than migrating each time)."""
+        path = folder / "queuelog.sqlite3"
+        shutil.copy(self.template, path)
+        return f"sqlite:///{path}"
+
+
+class PostgresBackend:
+    name = "postgresql"
+
+    def __init__(self, url: str, schema: str):
+        self.url = url
+        self.schema = schema
+        self.engine = create_engine(url)
+
+    def fresh_url(self, folder: Path) -> str:
+        with self.engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+        return self.url
+
+
+def _pg_schema_url(base: str, schema: str) -> str:
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture(scope="session")
+def sqlite_backend(tmp_path_factory) -> SQLiteBackend:
+    template = tmp_path_factory.mktemp("template") / "template.sqlite3"
+    db = Database(f"sqlite:///{template}")
+    db.upgrade()
+    db.dispose()
+    return SQLiteBackend(template)
+
+
+@pytest.fixture(scope="session")
+def postgresql_backend():
+    if not PG_URL:
+        pytest.skip(
+            "PostgreSQL tests need QUEUELOG_TEST_POSTGRES_URL (e.g. postgresql+psycopg://postgres@127.0.0.1/test)"
+        )
+    schema = f"queuelog_test_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = _pg_schema_url(PG_URL, schema)
+    db = Database(url)
+    db.upgrade()
+    db.dispose()
+    backend = PostgresBackend(url, schema)
+    yield backend
+    backend.engine.dispose()
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request):
+    """The database engine under test: SQLite always, PostgreSQL when its URL is set."""
+    return request.getfixturevalue(f"{request.param}_backend")
+
+
+@pytest.fixture
+def app_settings() -> dict[str, Any]:
+    """QUEUELOG_* settings for the app; a test module overrides this fixture to change them."""
+    return {}
+
+
+@pytest.fixture
+def database_url(backend, tmp_path) -> str:
+    return backend.fresh_url(tmp_path)
+
+
+@pytest.fixture
+def app(database_url, app_settings, tmp_path):
+    settings = {
+        "DATABASE_URL": database_url,
+        "ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "SECRET_KEY": "test-secret-key",
+        **app_settings,
+    }
+    app = create_app({"TESTING": True, "QUEUELOG": settings})
+    yield app
+    app.extensions["queuelog"]["db"].dispose()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def queue(app):
+    return app.extensions["queuelog"]["queue"]
+
+
+# -- callers ------------------------------------------------------------------------------------------
+
+
+class Caller:
+    """A test client that sends one API key with every request."""
+
+    def __init__(self, client, key: str, name: str):
+        self.client = client
+        self.key = key
+        self.name = name
+        self.headers = {"Authorization": f"Bearer {key}"}
+
+    def _headers(self, extra):
+        return {**self.headers, **(extra or {})}
+
+    def get(self, path: str, **kw):
+        return self.client.get(path, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def post(self, path: str, json: Any = None, **kw):
+        if json is not None:
+            kw["json"] = json
+        return self.client.post(path, headers=self._headers(kw.pop("headers", None)), **kw)
+
+
+class Keys:
+    """Makes users and API keys in the app's database."""
+
+    def __init__(self, app, client):
+        self.db = app.extensions["queuelog"]["db"]
+        self.client = client
+        self.users: set[str] = set()
+
+    def raw(self, kind: str, name: str, *, role: str = "producer") -> str:
+        if kind == "worker":
+            return create_key(self.db, name, "worker")
+        if name not in self.users:
+            if name != "admin":
+                create_user(self.db, name, role, "password-" + name)
+            self.users.add(name)
+        return create_key(self.db, f"{name}-{secrets.token_hex(3)}", "producer", username=name)
+
+    def worker(self, name: str = "worker-1") -> Caller:
+        return Caller(self.client, self.raw("worker", name), name)
+
+    def producer(self, name: str = "alice") -> Caller:
+        return Caller(self.client, self.raw("producer", name), name)
+
+    def admin(self, name: str = "admin") -> Caller:
+        if name == "admin":
+            return Caller(self.client, self.raw("producer", "admin"), "admin")
+        return Caller(self.client, self.raw("producer", name, role="admin"), name)
+
+
+@pytest.fixture
+def keys(app, client) -> Keys:
+    return Keys(app, client)
+
+
+@pytest.fixture
+def producer(keys) -> Caller:
+    return keys.producer("alice")
+
+
+@pytest.fixture
+def worker(keys) -> Caller:
+    return keys.worker("worker-1")
+
+
+@pytest.fixture
+def admin(keys) -> Caller:
+    return keys.admin()
+
+
+# -- a real server ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """gunicorn serving ``app:app`` from the repository root, on the test's database."""
+
+    def __init__(self, database_url: str, instance: Path, *, workers: int = 2, threads: int = 8, env=None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "QUEUELOG_DATABASE_URL": database_url,
+            "QUEUELOG_SECRET_KEY": "test-secret-key",
+            "QUEUELOG_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            **(env or {}),
+        }
+        self.args = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--worker-class",
+            "gthread",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--log-level",
+            "warning",
+            "--graceful-timeout",
+            "2",
+            "app:app",
+        ]
+        self.log = instance / f"gunicorn-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> LiveServer:
+        self.log_file = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: {self.log.read_text()}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"gunicorn did not start: {self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "log_file", None):
+            self.log_file.close()
+
+
+@pytest.fixture
+def live_server(app, database_url, tmp_path):
+    """Start gunicorn on the test's database; the ``app`` fixture has already migrated and seeded it."""
+    servers: list[LiveServer] = []
+
+    def start(**kw) -> LiveServer:
+        server = LiveServer(database_url, tmp_path, **kw).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
