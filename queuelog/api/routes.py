@@ -317,7 +317,7 @@ def fail(job_id: int):
 @requires("producer")
 def cancel(job_id: int):
     """Cancel jobs."""
-    read_body()  # an empty body is fine; a malformed one is still an error
+    check_fields(read_body(), ())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
     job = queue().cancel(job_id, principal.name, owner=None if principal.is_admin else principal.name)
     return _json(job_json(job, principal))
@@ -327,7 +327,7 @@ def cancel(job_id: int):
 @requires("admin")
 def retry(job_id: int):
     """Retry jobs."""
-    read_body()
+    check_fields(read_body(), ())
     job = queue().retry(job_id, g.principal.name)
     return _json(job_json(job, g.principal))
 
