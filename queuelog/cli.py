@@ -6,6 +6,7 @@ import json
 
 import click
 from flask import Flask, current_app
+from flask.cli import AppGroup
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.auth import AuthError, create_key, create_user, revoke_key
@@ -21,10 +22,10 @@ def _fail(message: str) -> None:
     raise click.ClickException(message)
 
 
-db_cli = click.Group("db", help="Database schema.")
-users_cli = click.Group("users", help="Users who log in to the pages.")
-keys_cli = click.Group("keys", help="API keys for workers and producers.")
-types_cli = click.Group("types", help="The allowlist of job types.")
+db_cli = AppGroup("db", help="Database schema.")
+users_cli = AppGroup("users", help="Users who log in to the pages.")
+keys_cli = AppGroup("keys", help="API keys for workers and producers.")
+types_cli = AppGroup("types", help="The allowlist of job types.")
 
 
 @db_cli.command("upgrade")
