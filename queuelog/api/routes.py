@@ -293,6 +293,20 @@ def complete(job_id: int):
     return _json(job_json(job, g.principal))
 
 
+@bp.post("/jobs/<jobid:job_id>/heartbeat")
+@requires("worker")
+def heartbeat(job_id: int):
+    """Extend leases."""
+    body = read_body()
+    check_fields(body, {"lease_token", "lease_seconds"})
+    token = lease_token(body)
+    lease = body.get("lease_seconds")
+    if lease is not None:
+        lease = int_in_range(lease, "lease_seconds", 5, 43200)
+    job = queue().heartbeat(job_id, g.principal.name, token, lease)
+    return _json(job_json(job, g.principal))
+
+
 @bp.post("/jobs/<jobid:job_id>/fail")
 @requires("worker")
 def fail(job_id: int):

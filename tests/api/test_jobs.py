@@ -349,3 +349,23 @@ def test_healthz_503_when_database_file_is_gone(app, client, backend, tmp_path):
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json == {"status": "unavailable"}
+
+
+def test_heartbeat_extends_the_lease_for_the_holder_only(producer, worker, keys):
+    enqueue(producer)
+    held = claim(worker, lease_seconds=30).json
+    url = f"/jobs/{held['id']}/heartbeat"
+    beat = worker.post(url, json={"lease_token": held["lease_token"], "lease_seconds": 600})
+    assert beat.status_code == 200
+    expires = datetime.fromisoformat(beat.json["lease_expires_at"])
+    assert expires > datetime.now(UTC) + timedelta(seconds=590)
+    assert keys.worker("other").post(url, json={"lease_token": held["lease_token"]}).status_code == 409
+    assert worker.post(url, json={"lease_token": "nope"}).status_code == 409
+    assert worker.post(url, json={"lease_token": held["lease_token"], "lease_seconds": 1}).status_code == 422
+    assert worker.post("/jobs/777777/heartbeat", json={"lease_token": "x"}).status_code == 404
+
+
+def test_fail_unknown_job_is_404(worker):
+    response = worker.post("/jobs/888888/fail", json={"lease_token": "x", "error": "e"})
+    assert response.status_code == 404
+    assert response.json["type"].endswith("/not-found")
