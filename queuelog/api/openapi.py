@@ -226,7 +226,11 @@ def document() -> dict[str, Any]:
             "/jobs/{job_id}/heartbeat": {
                 "post": _op(
                     "Extend the lease (the lease holder)",
-                    {"200": _json("The job", JOB), "404": _problem("No such job"), "409": _problem("Not the lease holder")},
+                    {
+                        "200": _json("The job", JOB),
+                        "404": _problem("No such job"),
+                        "409": _problem("Not the lease holder"),
+                    },
                     _holder_body({"lease_seconds": {"type": "integer", "minimum": 5, "maximum": 43200}}, []),
                     [ID],
                 ),
