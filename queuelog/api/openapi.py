@@ -171,6 +171,78 @@ def document() -> dict[str, Any]:
                     ],
                 ),
             },
+            "/jobs/batch": {
+                "post": _op(
+                    "Enqueue 1..500 jobs at once, all or nothing (producer, admin)",
+                    {
+                        "201": _json(
+                            "The jobs, in order",
+                            {"type": "object", "properties": {"jobs": {"type": "array", "items": JOB}}},
+                        )
+                    },
+                    _body(
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["jobs"],
+                            "properties": {
+                                "jobs": {"type": "array", "minItems": 1, "maxItems": 500, "items": JOB_BODY}
+                            },
+                        }
+                    ),
+                ),
+            },
+            "/jobs/complete": {
+                "post": _op(
+                    "Complete 1..100 held jobs; each item is judged alone (worker)",
+                    {
+                        "200": _json(
+                            "One result per item, in order",
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "results": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                "id": {"type": "integer"},
+                                                "status": {"type": "integer", "enum": [200, 404, 409]},
+                                                "job": JOB,
+                                                "error": {"$ref": "#/components/schemas/Problem"},
+                                            },
+                                        },
+                                    }
+                                },
+                            },
+                        )
+                    },
+                    _body(
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["jobs"],
+                            "properties": {
+                                "jobs": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "maxItems": 100,
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["id", "lease_token"],
+                                        "properties": {
+                                            "id": {"type": "integer"},
+                                            "lease_token": {"type": "string"},
+                                            "result": {"type": "object"},
+                                        },
+                                    },
+                                }
+                            },
+                        }
+                    ),
+                ),
+            },
             "/jobs/claim": {
                 "post": _op(
                     "Claim the next claimable job(s) (worker keys)",

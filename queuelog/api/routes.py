@@ -30,6 +30,9 @@ from queuelog.queue import Queue, QueueError
 
 bp = Blueprint("api", __name__)
 
+MAX_BATCH_ENQUEUE = 500
+MAX_BATCH_COMPLETE = 100
+
 STATUS_OF = {
     "not-found": 404,
     "invalid-state": 409,
@@ -178,6 +181,67 @@ def enqueue():
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job["id"])}
     return _json(job_json(job, principal), 201 if created else 200, location)
+
+
+@bp.post("/jobs/batch")
+@requires("producer")
+def enqueue_batch():
+    """Enqueue jobs."""
+    body = read_body()
+    check_fields(body, {"jobs"})
+    items = body.get("jobs")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_ENQUEUE:
+        raise invalid("jobs", f"must be a list of 1 to {MAX_BATCH_ENQUEUE} job bodies")
+    specs = [parse_job(item, prefix=f"jobs[{i}].") for i, item in enumerate(items)]
+    principal: Principal = g.principal
+    for i, spec in enumerate(specs):
+        if spec.priority > principal.max_priority:
+            raise ApiError(403, "forbidden", f"jobs[{i}]: producers may enqueue low and medium priority only")
+    results = queue().enqueue_many(principal.name, specs)
+    return _json({"jobs": [job_json(job, principal) for job, _ in results]}, 201)
+
+
+@bp.post("/jobs/complete")
+@requires("worker")
+def complete_batch():
+    """Complete jobs."""
+    body = read_body()
+    check_fields(body, {"jobs"})
+    items = body.get("jobs")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_COMPLETE:
+        raise invalid("jobs", f"must be a list of 1 to {MAX_BATCH_COMPLETE} items")
+    config = current_app.config["QUEUELOG"]
+    parsed: list[tuple[int, str, str | None]] = []
+    for i, item in enumerate(items):
+        prefix = f"jobs[{i}]."
+        if not isinstance(item, dict):
+            raise invalid(f"jobs[{i}]", "must be an object with id, lease_token and an optional result")
+        check_fields(item, {"id", "lease_token", "result"}, prefix)
+        job_id = int_in_range(item.get("id"), prefix + "id", 1, 2**63 - 1)
+        token = item.get("lease_token")
+        if not isinstance(token, str) or not 1 <= len(token) <= 64:
+            raise invalid(prefix + "lease_token", "must be a string of 1 to 64 characters")
+        result = None
+        if item.get("result") is not None:
+            result = json_document(
+                item["result"],
+                prefix + "result",
+                max_bytes=config["MAX_PAYLOAD_BYTES"],
+                max_depth=config["MAX_PAYLOAD_DEPTH"],
+            )
+        parsed.append((job_id, token, result))
+    ids = [job_id for job_id, _, _ in parsed]
+    if len(set(ids)) != len(ids):
+        raise invalid("jobs", "each job may appear once")
+    out = []
+    for job_id, outcome in queue().complete_many(g.principal.name, parsed):
+        if isinstance(outcome, QueueError):
+            status = STATUS_OF[outcome.slug]
+            error = {"type": f"/problems/{outcome.slug}", "status": status, "detail": outcome.detail}
+            out.append({"id": job_id, "status": status, "error": error})
+        else:
+            out.append({"id": job_id, "status": 200, "job": job_json(outcome, g.principal)})
+    return _json({"results": out})
 
 
 @bp.get("/jobs")

@@ -25,6 +25,7 @@ from queuelog.queue.errors import (
     InvalidState,
     JobNotFound,
     NotLeaseHolder,
+    QueueError,
 )
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
@@ -251,6 +252,60 @@ class Queue:
             job = self._held(cur, job_id, "complete", params)
             self._event(cur, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
         return job
+
+    def complete_many(
+        self, worker: str, items: list[tuple[int, str, str | None]]
+    ) -> list[tuple[int, dict[str, Any] | QueueError]]:
+        """Complete several held jobs in one transaction; each ``(id, lease_token, result_json)`` item is
+        judged alone. Returns ``(id, job)`` for a success and ``(id, error)`` for a refusal, in order."""
+        d = self.d
+        ts = d.time(self.clock())
+        done: dict[int, dict[str, Any]] = {}
+        with self.db.cursor(write=True) as cur:
+            if d.COMPLETE_MANY is not None:
+                cur.execute(
+                    d.COMPLETE_MANY,
+                    {
+                        "worker": worker,
+                        "now": ts,
+                        "ids": [i for i, _, _ in items],
+                        "tokens": [t for _, t, _ in items],
+                        "results": [r for _, _, r in items],
+                    },
+                )
+                done = {job["id"]: job for job in map(d.job, cur.fetchall())}
+            else:
+                for job_id, token, result_json in items:
+                    params = {
+                        "id": job_id,
+                        "worker": worker,
+                        "token": token,
+                        "now": ts,
+                        "result": result_json,
+                    }
+                    row = self._one(cur, "complete", params)
+                    if row is not None:
+                        done[job_id] = d.job(row)
+            out: list[tuple[int, dict[str, Any] | QueueError]] = []
+            for job_id, _, _ in items:
+                if job_id in done:
+                    out.append((job_id, done[job_id]))
+                    continue
+                try:
+                    job = self._locate(cur, job_id)
+                    out.append(
+                        (
+                            job_id,
+                            NotLeaseHolder(f"job {job_id} is {job['status']}, not held under this lease"),
+                        )
+                    )
+                except JobNotFound as exc:
+                    out.append((job_id, exc))
+            self._event(
+                cur,
+                [_event_row(j["id"], ts, "completed", worker, j["retry_count"] + 1) for j in done.values()],
+            )
+        return out
 
     def heartbeat(self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None) -> dict:
         """Extend a held job's lease to now + ``lease_seconds``."""
