@@ -1,0 +1,85 @@
+"""``queuelog-bench``: how fast queuelog is next to the raw database and the web stack, on this machine.
+
+Every scenario runs on fresh SQLite files and, with ``--postgres-url``, also in fresh schemas on that
+PostgreSQL server (dropped afterwards). Figures are for comparing within one run: absolute numbers drift
+on a shared machine, ratios much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from queuelog.bench.core import scenario_backlog, scenario_core
+from queuelog.bench.targets import Target
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for row in rows:
+        head = f"{row['scenario']:<8} {row['engine']:<10} {row['operation']:<40}"
+        if row["scenario"] == "core":
+            lines.append(
+                f"{head} queuelog {row['queuelog_per_s']:>9,.0f}/s  raw {row['raw_per_s']:>9,.0f}/s"
+                f"  ratio {row['ratio']:.2f}x"
+            )
+        elif row["scenario"] == "backlog":
+            lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
+        else:
+            rss = f"  server max RSS {row['server_max_rss_mb']:.0f} MB" if "server_max_rss_mb" in row else ""
+            lines.append(
+                f"{head} {row['requests_per_s']:>7,.0f} req/s {row['jobs_per_s']:>8,.0f} jobs/s"
+                f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}{rss}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="queuelog-bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario", choices=["core", "backlog", "http", "all"])
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
+    parser.add_argument(
+        "--backlog", type=int, default=1_000_000, help="jobs in the big backlog (default 1,000,000)"
+    )
+    parser.add_argument("--batch", type=int, default=100, help="jobs per batch claim (default 100)")
+    parser.add_argument(
+        "--postgres-url", help="also run on this PostgreSQL server (postgresql+psycopg://...)"
+    )
+    parser.add_argument("--sqlite", action=argparse.BooleanOptionalAction, default=True, help="run on SQLite")
+    parser.add_argument("--clients", type=int, default=4, help="http: client processes (default 4)")
+    parser.add_argument("--workers", type=int, default=2, help="http: gunicorn worker processes (default 2)")
+    parser.add_argument(
+        "--threads", type=int, default=4, help="http: threads per gunicorn worker (default 4)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp:
+        targets = ([Target(Path(tmp))] if args.sqlite else []) + (
+            [Target(Path(tmp), args.postgres_url)] if args.postgres_url else []
+        )
+        for target in targets:
+            try:
+                if args.scenario in ("core", "all"):
+                    rows += scenario_core(target, args.jobs, args.batch)
+                if args.scenario in ("backlog", "all"):
+                    rows += scenario_backlog(target, args.backlog)
+                if args.scenario in ("http", "all"):
+                    from queuelog.bench.http import scenario_http
+
+                    rows += scenario_http(
+                        target,
+                        args.jobs,
+                        clients=args.clients,
+                        workers=args.workers,
+                        threads=args.threads,
+                        batch=args.batch,
+                    )
+            finally:
+                target.cleanup()
+    print(json.dumps(rows, indent=2) if args.json else _table(rows))
+    return 0

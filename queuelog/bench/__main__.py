@@ -1,0 +1,3 @@
+from queuelog.bench import main
+
+raise SystemExit(main())

@@ -1,0 +1,309 @@
+"""In-process scenarios: the queue layer next to a raw driver loop running the very same statements.
+
+- ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), and batch
+  claim of 100 + batch complete, each as jobs/s for queuelog and for the raw loop, with the ratio.
+- ``backlog``: claim latency p50/p99 with 1,000 and with N pending jobs, and 1,000 pending beside N finished.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from datetime import timedelta
+from typing import Any
+
+from queuelog.bench.targets import Target, progress
+from queuelog.models import utcnow
+from queuelog.queue import JobSpec, Queue
+from queuelog.queue.core import statements
+
+WORKER = "bench-worker"
+TOKEN = "t" * 32
+
+
+def _spec(i: int) -> JobSpec:
+    payload = {"n": i, "to": "someone@example.com"}
+    return JobSpec(type="bench", payload=payload, payload_json=json.dumps(payload, separators=(",", ":")))
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+# -- the queue layer ----------------------------------------------------------------------------------
+
+
+def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
+    specs = [_spec(i) for i in range(n)]
+    start = time.perf_counter()
+    for i, spec in enumerate(specs):
+        queue.enqueue("bench", spec)
+        if i % 500 == 0:
+            progress("queuelog: enqueue", i, n)
+    enqueue = time.perf_counter() - start
+    progress("queuelog: enqueue", n, n)
+
+    start = time.perf_counter()
+    done = 0
+    while jobs := queue.claim(WORKER):
+        queue.complete(jobs[0]["id"], WORKER, jobs[0]["lease_token"], None)
+        done += 1
+        if done % 500 == 0:
+            progress("queuelog: claim+complete", done, n)
+    cycle = time.perf_counter() - start
+    progress("queuelog: claim+complete", n, n)
+    assert done == n, f"completed {done} of {n}"
+
+    for first in range(0, n, 500):
+        queue.enqueue_many("bench", specs[first : first + 500])
+    start = time.perf_counter()
+    done = 0
+    while jobs := queue.claim(WORKER, limit=batch):
+        outcomes = queue.complete_many(WORKER, [(j["id"], j["lease_token"], None) for j in jobs])
+        assert all(isinstance(o, dict) for _, o in outcomes)
+        done += len(jobs)
+        progress(f"queuelog: batch of {batch}", done, n)
+    batched = time.perf_counter() - start
+    assert done == n
+    return {
+        "enqueue": _rate(n, enqueue),
+        "claim_complete": _rate(n, cycle),
+        f"batch_{batch}": _rate(n, batched),
+    }
+
+
+# -- the raw driver -----------------------------------------------------------------------------------
+
+
+def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
+    """The queue layer's statements through the driver alone: the floor to compare with."""
+    d = target.dialect
+    sql = statements(d)
+    claim = d.sql(d.CLAIM[False])
+    conn = target.raw_connect(url)
+    cur = conn.cursor()
+    specs = [_spec(i) for i in range(n)]
+
+    def event(job_id: int, now: Any, name: str, attempt: int) -> dict[str, Any]:
+        return {
+            "job_id": job_id,
+            "at": now,
+            "event": name,
+            "actor": WORKER,
+            "attempt": attempt,
+            "error": None,
+        }
+
+    start = time.perf_counter()
+    for spec in specs:
+        now = d.time(utcnow())
+        target.begin(cur)
+        cur.execute(
+            sql["insert"],
+            {
+                "type": spec.type,
+                "payload": d.json(spec.payload_json),
+                "priority": 0,
+                "max_retries": 3,
+                "key": None,
+                "fingerprint": None,
+                "owner": "bench",
+                "available_at": now,
+                "now": now,
+            },
+        )
+        job_id = cur.fetchall()[0][0]
+        cur.execute(sql["event"], event(job_id, now, "enqueued", 0))
+        conn.commit()
+    enqueue = time.perf_counter() - start
+
+    def claim_some(limit: int) -> list[Any]:
+        moment = utcnow()
+        now = d.time(moment)
+        target.begin(cur)
+        cur.execute(sql["expire"], {"now": now, "error": "lease expired"})
+        cur.fetchall()
+        cur.execute(
+            claim,
+            {
+                "now": now,
+                "limit": limit,
+                "true": True,
+                "worker": WORKER,
+                "token": TOKEN,
+                "expires": d.time(moment + timedelta(seconds=300)),
+            },
+        )
+        rows = cur.fetchall()
+        if rows:
+            events = [event(row[0], now, "claimed", 1) for row in rows]
+            cur.execute(sql["event"], events[0]) if len(events) == 1 else cur.executemany(
+                sql["event"], events
+            )
+        conn.commit()
+        return rows
+
+    start = time.perf_counter()
+    done = 0
+    while rows := claim_some(1):
+        now = d.time(utcnow())
+        target.begin(cur)
+        cur.execute(
+            sql["complete"], {"id": rows[0][0], "worker": WORKER, "token": TOKEN, "now": now, "result": None}
+        )
+        cur.fetchall()
+        cur.execute(sql["event"], event(rows[0][0], now, "completed", 1))
+        conn.commit()
+        done += 1
+    cycle = time.perf_counter() - start
+    assert done == n
+
+    for spec in specs:  # refill (not timed) through the same insert
+        now = d.time(utcnow())
+        cur.execute(
+            sql["insert"],
+            {
+                "type": spec.type,
+                "payload": d.json(spec.payload_json),
+                "priority": 0,
+                "max_retries": 3,
+                "key": None,
+                "fingerprint": None,
+                "owner": "bench",
+                "available_at": now,
+                "now": now,
+            },
+        )
+        cur.fetchall()
+    conn.commit()
+    start = time.perf_counter()
+    done = 0
+    while rows := claim_some(batch):
+        now = d.time(utcnow())
+        target.begin(cur)
+        ids = [row[0] for row in rows]
+        if d.COMPLETE_MANY is not None:
+            cur.execute(
+                d.COMPLETE_MANY,
+                {
+                    "worker": WORKER,
+                    "now": now,
+                    "ids": ids,
+                    "tokens": [TOKEN] * len(ids),
+                    "results": [None] * len(ids),
+                },
+            )
+            cur.fetchall()
+        else:
+            for job_id in ids:
+                cur.execute(
+                    sql["complete"],
+                    {"id": job_id, "worker": WORKER, "token": TOKEN, "now": now, "result": None},
+                )
+                cur.fetchall()
+        cur.executemany(sql["event"], [event(job_id, now, "completed", 1) for job_id in ids])
+        conn.commit()
+        done += len(ids)
+    batched = time.perf_counter() - start
+    assert done == n
+    conn.close()
+    return {
+        "enqueue": _rate(n, enqueue),
+        "claim_complete": _rate(n, cycle),
+        f"batch_{batch}": _rate(n, batched),
+    }
+
+
+def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, Any]]:
+    layer_queue = target.queue(target.fresh("layer"))
+    layer = layer_loop(layer_queue, n, batch)
+    layer_queue.db.dispose()
+    raw = raw_loop(target, target.fresh("raw"), n, batch)
+    return [
+        {
+            "scenario": "core",
+            "engine": target.engine,
+            "operation": op,
+            "queuelog_per_s": layer[op],
+            "raw_per_s": raw[op],
+            "ratio": layer[op] / raw[op],
+        }
+        for op in layer
+    ]
+
+
+# -- backlog ------------------------------------------------------------------------------------------
+
+
+def _fill(target: Target, url: str, pending: int, finished: int) -> None:
+    """Insert rows straight through the driver, in big transactions: this measures the claim, not the fill."""
+    conn = target.raw_connect(url)
+    cur = conn.cursor()
+    now = target.dialect.time(utcnow() - timedelta(seconds=1))
+    if target.engine == "postgresql":
+        for status, count in (("completed", finished), ("pending", pending)):
+            cur.execute(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
+                " created_at, updated_at, finished_at) SELECT 'bench', '{}'::jsonb, (g % 4) * 10, %(status)s, 0, 3,"
+                " 'bench', %(now)s, %(now)s, %(now)s, CASE WHEN %(status)s = 'completed' THEN %(now)s END"
+                " FROM generate_series(1, %(count)s) AS g",
+                {"status": status, "now": now, "count": count},
+            )
+            conn.commit()
+        conn.autocommit = True
+        cur.execute("VACUUM ANALYZE jobs")
+    else:
+        sql = (
+            "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
+            " created_at, updated_at, finished_at) VALUES ('bench', '{}', ?, ?, 0, 3, 'bench', ?, ?, ?, ?)"
+        )
+        for status, count in (("completed", finished), ("pending", pending)):
+            for first in range(0, count, 50_000):
+                cur.execute("BEGIN")
+                cur.executemany(
+                    sql,
+                    (
+                        (i % 4 * 10, status, now, now, now, now if status == "completed" else None)
+                        for i in range(first, min(count, first + 50_000))
+                    ),
+                )
+                cur.execute("COMMIT")
+                progress(f"backlog: {status} rows", min(count, first + 50_000), count)
+    conn.close()
+
+
+def claim_latency(queue: Queue, samples: int) -> dict[str, float]:
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        jobs = queue.claim(WORKER)
+        times.append(time.perf_counter() - start)
+        assert jobs, "the backlog ran dry"
+    times.sort()
+    return {
+        "p50_ms": statistics.median(times) * 1000,
+        "p99_ms": times[max(0, int(len(times) * 0.99) - 1)] * 1000,
+    }
+
+
+def scenario_backlog(target: Target, big: int, samples: int = 500) -> list[dict[str, Any]]:
+    out = []
+    for label, pending, finished in (
+        ("1,000 pending", 1000, 0),
+        (f"{big:,} pending", big, 0),
+        (f"1,000 pending + {big:,} finished", 1000, big),
+    ):
+        url = target.fresh(f"backlog-{pending}-{finished}")
+        _fill(target, url, pending, finished)
+        queue = target.queue(url)
+        out.append(
+            {
+                "scenario": "backlog",
+                "engine": target.engine,
+                "operation": f"claim, {label}",
+                **claim_latency(queue, min(samples, pending)),
+            }
+        )
+        queue.db.dispose()
+    return out

@@ -1,0 +1,245 @@
+"""The ``http`` scenario: queuelog under gunicorn, driven by client processes over keep-alive connections.
+
+Beside it, the same gunicorn settings serving a do-nothing Flask endpoint: the ceiling of the web stack on
+this machine, so that queuelog's figures can be read as a fraction of it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from queuelog.auth import create_key, create_user
+from queuelog.bench.targets import Target, progress
+from queuelog.db import Database
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """gunicorn in a subprocess; samples the resident memory of its worker processes while it runs."""
+
+    def __init__(self, app: str, env: dict[str, str], workers: int, threads: int, log: Path):
+        self.port = _free_port()
+        self.log = log
+        args = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--worker-class",
+            "gthread",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--keep-alive",
+            "30",
+            "--log-level",
+            "warning",
+            app,
+        ]
+        self.log_file = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            args, env={**os.environ, **env}, stdout=self.log_file, stderr=subprocess.STDOUT
+        )
+        self.max_rss_mb = 0.0
+        self._sampling = True
+        self._wait_ready()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: {self.log.read_text()[-2000:]}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status in (200, 404):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("gunicorn did not start")
+
+    def _children(self) -> list[int]:
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in text.split()]
+
+    def _sample(self) -> None:
+        while self._sampling:
+            for pid in self._children():
+                try:
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                        if line.startswith("VmRSS:"):
+                            self.max_rss_mb = max(self.max_rss_mb, int(line.split()[1]) / 1024)
+                except OSError:
+                    pass
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._sampling = False
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log_file.close()
+
+
+# -- client processes ---------------------------------------------------------------------------------
+
+
+def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int]:
+    """Runs in a client process: one keep-alive connection; returns (jobs handled, latencies, errors)."""
+    port, key, phase, count, batch = task
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+    errors = 0
+
+    def post(path: str, body: Any = None) -> tuple[int, Any]:
+        nonlocal errors
+        start = time.perf_counter()
+        conn.request("POST", path, body=json.dumps(body) if body is not None else None, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        latencies.append(time.perf_counter() - start)
+        if response.status >= 500:
+            errors += 1
+        return response.status, (json.loads(data) if data else None)
+
+    handled = 0
+    if phase == "noop":
+        for _ in range(count):
+            post("/noop", {"type": "bench"})
+            handled += 1
+    elif phase == "enqueue":
+        for i in range(count):
+            status, _ = post("/jobs", {"type": "bench", "payload": {"n": i}})
+            handled += status == 201
+    elif phase == "claim_complete":
+        while True:
+            status, job = post("/jobs/claim")
+            if status != 200:
+                break
+            status, _ = post(f"/jobs/{job['id']}/complete", {"lease_token": job["lease_token"]})
+            handled += status == 200
+    elif phase == "batch":
+        while True:
+            status, body = post("/jobs/claim", {"limit": batch})
+            if status != 200 or not body["jobs"]:
+                break
+            items = [{"id": j["id"], "lease_token": j["lease_token"]} for j in body["jobs"]]
+            status, body = post("/jobs/complete", {"jobs": items})
+            handled += sum(r["status"] == 200 for r in body["results"])
+    conn.close()
+    return handled, latencies, errors
+
+
+def _run_phase(pool, port: int, keys: list[str], phase: str, total: int, batch: int = 100) -> dict[str, Any]:
+    per_client = total // len(keys)
+    tasks = [(port, key, phase, per_client, batch) for key in keys]
+    start = time.perf_counter()
+    results = pool.map(_client, tasks)
+    elapsed = time.perf_counter() - start
+    handled = sum(r[0] for r in results)
+    latencies = sorted(x for r in results for x in r[1])
+    return {
+        "jobs": handled,
+        "requests": len(latencies),
+        "requests_per_s": len(latencies) / elapsed,
+        "jobs_per_s": handled / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000 if latencies else 0.0,
+        "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000 if latencies else 0.0,
+        "errors_5xx": sum(r[2] for r in results),
+    }
+
+
+def scenario_http(
+    target: Target, n: int, *, clients: int = 4, workers: int = 2, threads: int = 4, batch: int = 100
+) -> list[dict[str, Any]]:
+    url = target.fresh("http")
+    db = Database(url)
+    create_user(db, "bench", "admin", "bench-password")
+    producer_keys = [
+        create_key(db, f"bench-producer-{i}", "producer", username="bench") for i in range(clients)
+    ]
+    worker_keys = [create_key(db, f"bench-worker-{i}", "worker") for i in range(clients)]
+    db.dispose()
+    env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "bench", "QUEUELOG_RETRY_BACKOFF_BASE": "0"}
+    rows: list[dict[str, Any]] = []
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(clients) as pool:
+        pool.map(time.sleep, [0] * clients)  # start the client processes before timing anything
+        noop = Server("queuelog.bench.noop:app", env, workers, threads, target.folder / "noop.log")
+        try:
+            progress("http: do-nothing endpoint", 0, 1)
+            _run_phase(pool, noop.port, producer_keys, "noop", max(clients, n // 5))  # warm-up, not counted
+            rows.append(
+                {
+                    "operation": "do-nothing POST (stack ceiling)",
+                    **_run_phase(pool, noop.port, producer_keys, "noop", n),
+                }
+            )
+            progress("http: do-nothing endpoint", 1, 1)
+        finally:
+            noop.stop()
+        server = Server("queuelog:create_app()", env, workers, threads, target.folder / "queuelog.log")
+        try:
+            _run_phase(pool, server.port, producer_keys, "enqueue", max(clients, n // 5))  # warm-up
+            for label, phase, keys in (
+                ("enqueue", "enqueue", producer_keys),
+                ("claim+complete, 1 job per claim", "claim_complete", worker_keys),
+            ):
+                progress(f"http: {label}", 0, 1)
+                rows.append({"operation": label, **_run_phase(pool, server.port, keys, phase, n)})
+                progress(f"http: {label}", 1, 1)
+            _enqueue_batches(server.port, producer_keys[0], n)
+            progress(f"http: batch claim {batch}", 0, 1)
+            rows.append(
+                {
+                    "operation": f"batch claim {batch} + batch complete",
+                    **_run_phase(pool, server.port, worker_keys, "batch", n, batch),
+                }
+            )
+            progress(f"http: batch claim {batch}", 1, 1)
+        finally:
+            server.stop()
+    for row in rows:
+        row.update(scenario="http", engine=target.engine, workers=workers, threads=threads, clients=clients)
+    rows[-1]["server_max_rss_mb"] = server.max_rss_mb
+    return rows
+
+
+def _enqueue_batches(port: int, key: str, n: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    for first in range(0, n, 500):
+        body = {"jobs": [{"type": "bench", "payload": {"n": i}} for i in range(first, min(n, first + 500))]}
+        conn.request("POST", "/jobs/batch", body=json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 201, response.status
+    conn.close()
