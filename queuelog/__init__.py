@@ -1,147 +1,17 @@
-"""queuelog: a persistent background job queue with a JSON API and a web face."""
+"""queuelog: a persistent background job queue with a JSON API and a web face.
 
-from __future__ import annotations
+``create_app`` lives in ``queuelog.factory``; it is loaded on first use so that ``queuelog.worker`` (which
+runs on worker machines) does not import Flask or SQLAlchemy.
+"""
 
-import logging
 from typing import Any
 
-from flask import Flask, request
-from werkzeug.exceptions import HTTPException
-
-from queuelog.config import load_config
-from queuelog.db import Database
-from queuelog.queue import Queue
-
-API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
-log = logging.getLogger("queuelog")
+__all__ = ["bootstrap", "create_app"]
 
 
-def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """Build the app: configuration, database, queue layer, blueprints, error handlers, commands."""
-    app = Flask(
-        __name__, instance_relative_config=True, template_folder="../templates", static_folder="../static"
-    )
-    config = load_config(app.instance_path, (test_config or {}).get("QUEUELOG"))
-    app.config["QUEUELOG"] = config
-    app.config.update(
-        SECRET_KEY=config["SECRET_KEY"],
-        MAX_CONTENT_LENGTH=config["MAX_REQUEST_BYTES"],
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=config["SESSION_COOKIE_SECURE"],
-    )
-    if test_config:
-        app.config.update({k: v for k, v in test_config.items() if k != "QUEUELOG"})
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from queuelog import factory
 
-    register_extensions(app)
-    register_blueprints(app)
-    register_errorhandlers(app)
-    register_commands(app)
-    app.after_request(_security_headers)
-    return app
-
-
-def register_extensions(app: Flask) -> None:
-    config = app.config["QUEUELOG"]
-    db = Database(
-        config["DATABASE_URL"],
-        pool_size=config["DB_POOL_SIZE"],
-        max_overflow=config["DB_MAX_OVERFLOW"],
-        busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
-    )
-    queue = Queue(
-        db,
-        lease_seconds=config["LEASE_SECONDS"],
-        backoff_base=config["RETRY_BACKOFF_BASE"],
-        backoff_max=config["RETRY_BACKOFF_MAX"],
-    )
-    app.extensions["queuelog"] = {"db": db, "queue": queue}
-    auto_upgrade = config["AUTO_UPGRADE"]
-    if auto_upgrade is None:
-        auto_upgrade = db.dialect == "sqlite"
-    if auto_upgrade and not db.is_current():
-        db.upgrade()
-    if db.is_current():
-        bootstrap(app)
-    else:
-        app.logger.warning("the database schema is not current: run `flask --app app db upgrade`")
-
-
-def bootstrap(app: Flask) -> None:
-    """First start of a new database: the job type allowlist, and the first admin."""
-    from queuelog.auth import ensure_first_admin
-
-    config = app.config["QUEUELOG"]
-    ext = app.extensions["queuelog"]
-    ext["queue"].types.seed(config["JOB_TYPES"])
-    generated = ensure_first_admin(ext["db"], config["ADMIN_PASSWORD"])
-    if generated:
-        app.logger.warning(
-            "created the first admin: username 'admin', password %r (shown once; change it)", generated
-        )
-
-
-def register_blueprints(app: Flask) -> None:
-    from queuelog.api import JobIdConverter
-    from queuelog.api import bp as api_bp
-
-    app.url_map.converters["jobid"] = JobIdConverter
-    app.register_blueprint(api_bp)
-
-
-def _is_api_request() -> bool:
-    return request.path.startswith(API_PREFIXES) or request.accept_mimetypes.best == "application/json"
-
-
-def register_errorhandlers(app: Flask) -> None:
-    from queuelog.api.problems import problem
-
-    slugs = {
-        400: "malformed-json",
-        404: "not-found",
-        405: "method-not-allowed",
-        413: "payload-too-large",
-        415: "unsupported-media-type",
-        429: "rate-limited",
-    }
-
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):
-        if _is_api_request():
-            code = exc.code or 500
-            detail = exc.description or exc.name
-            if code == 413:
-                detail = f"the request is larger than {app.config['MAX_CONTENT_LENGTH']} bytes"
-            response = problem(
-                code, slugs.get(code, "internal-error" if code >= 500 else "bad-request"), detail
-            )
-            if code == 405 and getattr(exc, "valid_methods", None):
-                response.headers["Allow"] = ", ".join(exc.valid_methods)
-            return response
-        return exc
-
-    @app.errorhandler(Exception)
-    def _unexpected(exc: Exception):
-        app.logger.exception("unhandled error on %s %s", request.method, request.path)
-        if _is_api_request():
-            return problem(500, "internal-error", "the server failed to handle the request")
-        return "Internal server error", 500
-
-
-def register_commands(app: Flask) -> None:
-    from queuelog.cli import register
-
-    register(app)
-
-
-def _security_headers(response):
-    headers = response.headers
-    headers.setdefault(
-        "Content-Security-Policy",
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    )
-    headers.setdefault("X-Frame-Options", "DENY")
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "same-origin")
-    return response
+        return getattr(factory, name)
+    raise AttributeError(f"module 'queuelog' has no attribute {name!r}")

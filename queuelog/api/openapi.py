@@ -263,6 +263,7 @@ def document() -> dict[str, Any]:
                                 },
                                 "lease_seconds": {"type": "integer", "minimum": 5, "maximum": 43200},
                                 "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                                "wait_seconds": {"type": "number", "minimum": 0, "maximum": 20},
                             },
                         },
                         required=False,

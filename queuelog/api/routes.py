@@ -32,6 +32,7 @@ bp = Blueprint("api", __name__)
 
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_COMPLETE = 100
+MAX_WAIT_SECONDS = 20
 
 STATUS_OF = {
     "not-found": 404,
@@ -315,7 +316,7 @@ def job_events(job_id: int):
 def claim():
     """Claim jobs."""
     body = read_body()
-    check_fields(body, {"types", "lease_seconds", "limit"})
+    check_fields(body, {"types", "lease_seconds", "limit", "wait_seconds"})
     types = body.get("types")
     if types is not None:
         if not isinstance(types, list) or not 1 <= len(types) <= 100:
@@ -327,8 +328,13 @@ def claim():
     limit = body.get("limit")
     if limit is not None:
         limit = int_in_range(limit, "limit", 1, 100)
+    wait = body.get("wait_seconds", 0)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise invalid("wait_seconds", f"must be a number from 0 to {MAX_WAIT_SECONDS}")
     principal: Principal = g.principal
-    jobs = queue().claim(principal.name, types=types, limit=limit or 1, lease_seconds=lease)
+    jobs = queue().claim_wait(
+        principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
+    )
     rendered = [dict(job_json(j, principal), lease_token=j["lease_token"]) for j in jobs]
     if limit is not None:
         return _json({"jobs": rendered})

@@ -245,7 +245,7 @@ def _fill(target: Target, url: str, pending: int, finished: int) -> None:
         for status, count in (("completed", finished), ("pending", pending)):
             cur.execute(
                 "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
-                " created_at, updated_at, finished_at) SELECT 'bench', '{}'::jsonb, (g % 4) * 10, %(status)s, 0, 3,"
+                " created_at, updated_at, finished_at) SELECT 'bench', '{}'::jsonb, (g %% 4) * 10, %(status)s, 0, 3,"
                 " 'bench', %(now)s, %(now)s, %(now)s, CASE WHEN %(status)s = 'completed' THEN %(now)s END"
                 " FROM generate_series(1, %(count)s) AS g",
                 {"status": status, "now": now, "count": count},

@@ -11,6 +11,8 @@ import hashlib
 import json
 import random
 import secrets
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -92,6 +94,7 @@ class Queue:
         backoff_max: float = 3600.0,
         clock: Callable[[], datetime] = utcnow,
         rand: Callable[[], float] = random.random,
+        poll_interval: float = 0.2,
     ):
         self.db = db
         self.d = dialect_for(db.dialect)
@@ -103,6 +106,11 @@ class Queue:
         self.types = JobTypeRules(db)
         self._sql = statements(self.d)
         self._claim = {typed: self.d.sql(text) for typed, text in self.d.CLAIM.items()}
+        self._pick = {typed: self.d.sql(text) for typed, text in self.d.PICK.items()}
+        self.poll_interval = poll_interval
+        # Wakes long polls in this process as soon as a job is enqueued here; jobs enqueued by other
+        # processes are found by polling every `poll_interval` seconds (a cheap read, no lock).
+        self._arrivals = threading.Condition()
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -181,7 +189,13 @@ class Queue:
                 out.append((job, True))
                 events.append(_event_row(job["id"], ts, "enqueued", owner, 0))
             self._event(cur, events)
+        if events:
+            self._notify_arrival()
         return out
+
+    def _notify_arrival(self) -> None:
+        with self._arrivals:
+            self._arrivals.notify_all()
 
     # -- claim --------------------------------------------------------------------------------------
 
@@ -222,6 +236,44 @@ class Queue:
             )
             self._event(cur, [_event_row(j["id"], ts, "claimed", worker, j["retry_count"] + 1) for j in jobs])
         return jobs
+
+    def claim_wait(
+        self,
+        worker: str,
+        *,
+        wait_seconds: float,
+        types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease_seconds: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Claim; when nothing is claimable, wait up to ``wait_seconds`` for work (a long poll).
+
+        No connection or transaction is held while waiting: the wait is on a condition variable, woken by
+        enqueues in this process, with a cheap read-only probe every ``poll_interval`` for the others.
+        """
+        types = list(types) if types else None
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            jobs = self.claim(worker, types=types, limit=limit, lease_seconds=lease_seconds)
+            if jobs or time.monotonic() >= deadline:
+                return jobs
+            while (remaining := deadline - time.monotonic()) > 0:
+                with self._arrivals:
+                    self._arrivals.wait(min(self.poll_interval, remaining))
+                if self.has_work(types):
+                    break
+
+    def has_work(self, types: list[str] | None = None) -> bool:
+        """Is anything claimable now (or a lease due to be settled)? A read, no lock."""
+        ts = self.d.time(self.clock())
+        params: dict[str, Any] = {"now": ts, "limit": 1, "true": True}
+        if types:
+            params["types"] = self.d.types(types)
+        with self.db.cursor() as cur:
+            cur.execute(self._pick[bool(types)], params)
+            if cur.fetchall():
+                return True
+            return bool(self._all(cur, "lease_due", {"now": ts}))
 
     # -- the holder's reports -----------------------------------------------------------------------
 
@@ -419,7 +471,24 @@ class Queue:
                 )
             job = self.d.job(row)
             self._event(cur, [_event_row(job_id, ts, "retried", actor, 0)])
+        self._notify_arrival()
         return job
+
+    # -- retention ----------------------------------------------------------------------------------
+
+    def prune(self, older_than: timedelta, *, batch: int = 1000) -> int:
+        """Delete finished jobs (completed, failed, cancelled) that finished more than ``older_than`` ago,
+        with their events, in short transactions of ``batch`` jobs. Pending and running jobs are never
+        touched. Deleting a job frees its idempotency key. Returns how many jobs were deleted."""
+        cutoff = self.d.time(self.clock() - older_than)
+        total = 0
+        while True:
+            with self.db.cursor(write=True) as cur:
+                cur.execute(self._sql["prune"], {"cutoff": cutoff, "batch": batch})
+                deleted = cur.rowcount
+            total += deleted
+            if deleted < batch:
+                return total
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -516,6 +585,11 @@ _STATEMENTS = {
         f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
         " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
         f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    ),
+    "lease_due": "SELECT id FROM jobs{lease_index} WHERE status = 'running' AND lease_expires_at < :now LIMIT 1",
+    "prune": (
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+        " AND finished_at < :cutoff LIMIT :batch)"
     ),
     "set_available": "UPDATE jobs SET available_at = :available_at WHERE id = :id",
     # An expired lease counts as a retryable failure by the system.

@@ -54,16 +54,16 @@ class SQLiteDialect:
     # `+status` keeps SQLite from choosing the status index for the outer condition: without statistics
     # it would otherwise walk every pending row (BASELINE.md). The write lock is already held (BEGIN
     # IMMEDIATE), so the inner pick and the update see the same rows.
-    CLAIM = {
-        typed: (
-            f"UPDATE jobs SET {_CLAIM_SET} WHERE id IN ("
-            + _PICK.format(
-                claim_index=_SQLITE_HINTS["claim_index"],
-                types=" AND type IN (SELECT value FROM json_each(:types))" if typed else "",
-            )
-            + f") AND +status = 'pending' RETURNING {JOB_COLUMNS}"
+    PICK = {
+        typed: _PICK.format(
+            claim_index=_SQLITE_HINTS["claim_index"],
+            types=" AND type IN (SELECT value FROM json_each(:types))" if typed else "",
         )
         for typed in (False, True)
+    }
+    CLAIM = {
+        typed: f"UPDATE jobs SET {_CLAIM_SET} WHERE id IN ({pick}) AND +status = 'pending' RETURNING {JOB_COLUMNS}"
+        for typed, pick in PICK.items()
     }
 
     COMPLETE_MANY = None  # in-process SQLite: one guarded UPDATE per item is as fast
@@ -111,14 +111,16 @@ class PostgresDialect:
 
     # The CTE fences the pick: its rows are locked (skipping any another claim holds) before the update
     # touches them, so concurrent claims never wait on each other nor hand out the same job.
+    PICK = {
+        typed: _PICK.format(claim_index="", types=" AND type = ANY(:types)" if typed else "")
+        for typed in (False, True)
+    }
     CLAIM = {
         typed: (
-            "WITH picked AS ("
-            + _PICK.format(claim_index="", types=" AND type = ANY(:types)" if typed else "")
-            + f" FOR UPDATE SKIP LOCKED) UPDATE jobs SET {_CLAIM_SET} FROM picked"
-            f" WHERE jobs.id = picked.id RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
+            f"WITH picked AS ({pick} FOR UPDATE SKIP LOCKED) UPDATE jobs SET {_CLAIM_SET} FROM picked"
+            " WHERE jobs.id = picked.id RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
         )
-        for typed in (False, True)
+        for typed, pick in PICK.items()
     }
 
     # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name;
