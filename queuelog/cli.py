@@ -10,6 +10,7 @@ from flask.cli import AppGroup
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.auth import AuthError, create_key, create_user, revoke_key
+from queuelog.config import parse_duration
 from queuelog.models import KEY_KINDS, ROLES
 from queuelog.queue.types import NAME_PATTERN, check_schema
 
@@ -26,6 +27,21 @@ db_cli = AppGroup("db", help="Database schema.")
 users_cli = AppGroup("users", help="Users who log in to the pages.")
 keys_cli = AppGroup("keys", help="API keys for workers and producers.")
 types_cli = AppGroup("types", help="The allowlist of job types.")
+jobs_cli = AppGroup("jobs", help="Jobs: retention.")
+
+
+@jobs_cli.command("prune")
+@click.option("--older-than", required=True, help="Age of finished jobs to delete: 7d, 12h, 30m, 45s.")
+def jobs_prune(older_than: str) -> None:
+    """Delete completed, failed and cancelled jobs that finished longer ago than --older-than.
+
+    Pending and running jobs are never touched; deleted jobs free their idempotency keys."""
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        _fail(str(exc))
+    deleted = _ext("queue").prune(age)
+    click.echo(f"pruned {deleted} jobs")
 
 
 @db_cli.command("upgrade")
@@ -155,5 +171,5 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
-    for group in (db_cli, users_cli, keys_cli, types_cli):
+    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli):
         app.cli.add_command(group)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,19 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "DB_MAX_OVERFLOW": (20, _INT),
     "SQLITE_BUSY_TIMEOUT_MS": (30000, _INT),
     "AUTO_UPGRADE": (None, _bool),  # None: upgrade SQLite by itself, never PostgreSQL
+    "LONG_POLL_INTERVAL": (0.2, _float),
+    "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
+    "PRUNE_INTERVAL": (3600.0, _float),
 }
+
+
+def parse_duration(text: str) -> timedelta:
+    """``7d``, ``12h``, ``30m``, ``45s`` or plain seconds, as a timedelta."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text or "")
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 45s)")
+    unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+    return timedelta(seconds=float(match.group(1)) * unit)
 
 
 def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import random
+import threading
 from typing import Any
 
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from queuelog.config import load_config
+from queuelog.config import load_config, parse_duration
 from queuelog.db import Database
 from queuelog.queue import Queue
 
@@ -54,6 +56,7 @@ def register_extensions(app: Flask) -> None:
         lease_seconds=config["LEASE_SECONDS"],
         backoff_base=config["RETRY_BACKOFF_BASE"],
         backoff_max=config["RETRY_BACKOFF_MAX"],
+        poll_interval=config["LONG_POLL_INTERVAL"],
     )
     app.extensions["queuelog"] = {"db": db, "queue": queue}
     auto_upgrade = config["AUTO_UPGRADE"]
@@ -65,6 +68,31 @@ def register_extensions(app: Flask) -> None:
         bootstrap(app)
     else:
         app.logger.warning("the database schema is not current: run `flask --app app db upgrade`")
+    if config["RETENTION"] and not app.testing:
+        start_pruner(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+
+
+def start_pruner(
+    app: Flask, queue: Queue, older_than, interval: float, stop: threading.Event | None = None
+) -> threading.Thread:
+    """Prune finished jobs every ``interval`` seconds in a daemon thread of this process.
+
+    Every app process runs one; deleting is idempotent, so several pruners only share the work."""
+
+    stop = stop or threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval * (0.5 + random.random())):  # spread the app processes out
+            try:
+                deleted = queue.prune(older_than)
+                if deleted:
+                    app.logger.info("pruned %d finished jobs older than %s", deleted, older_than)
+            except Exception:  # a database hiccup must not kill the thread; try again next time
+                app.logger.exception("pruning failed")
+
+    thread = threading.Thread(target=run, name="queuelog-pruner", daemon=True)
+    thread.start()
+    return thread
 
 
 def bootstrap(app: Flask) -> None:

@@ -161,6 +161,8 @@ class Job(Base):
         Index("ix_jobs_owner_id", "owner", "id"),
         Index("ix_jobs_status_id", "status", "id"),
         Index("ix_jobs_status_finished_at", "status", "finished_at"),
+        # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -262,7 +263,12 @@ class LiveServer:
     def start(self, timeout: float = 30) -> LiveServer:
         self.log_file = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            self.args, cwd=ROOT, env=self.env, stdout=self.log_file, stderr=subprocess.STDOUT
+            self.args,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -276,6 +282,12 @@ class LiveServer:
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"gunicorn did not start: {self.log.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL the master and its workers at once, as a crash would."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.log_file.close()
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

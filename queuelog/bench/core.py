@@ -243,12 +243,12 @@ def _fill(target: Target, url: str, pending: int, finished: int) -> None:
     now = target.dialect.time(utcnow() - timedelta(seconds=1))
     if target.engine == "postgresql":
         for status, count in (("completed", finished), ("pending", pending)):
+            finished_at = "%(now)s" if status == "completed" else "NULL"
             cur.execute(
                 "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
-                " created_at, updated_at, finished_at) SELECT 'bench', '{}'::jsonb, (g %% 4) * 10, %(status)s, 0, 3,"
-                " 'bench', %(now)s, %(now)s, %(now)s, CASE WHEN %(status)s = 'completed' THEN %(now)s END"
-                " FROM generate_series(1, %(count)s) AS g",
-                {"status": status, "now": now, "count": count},
+                f" created_at, updated_at, finished_at) SELECT 'bench', '{{}}'::jsonb, (g %% 4) * 10, '{status}', 0, 3,"
+                f" 'bench', %(now)s, %(now)s, %(now)s, {finished_at} FROM generate_series(1, %(count)s) AS g",
+                {"now": now, "count": count},
             )
             conn.commit()
         conn.autocommit = True

@@ -74,6 +74,7 @@ def upgrade() -> None:
         ),
         sa.Column("error", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
+        sqlite_autoincrement=True,
     )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.create_index(

@@ -1,0 +1,28 @@
+"""The worker client: run handlers for job types against a queuelog server.
+
+    from queuelog.worker import handles, PermanentFailure
+
+    @handles("email")
+    def send_email(job):
+        ...                      # job.id, job.type, job.payload, job.attempt
+        return {"sent": True}    # becomes the job's result
+
+Run them with ``queuelog-worker --url http://queue:8000 --handlers mymodule`` (the key from
+``QUEUELOG_WORKER_KEY``). This package imports neither Flask nor SQLAlchemy.
+"""
+
+from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.runner import Job, PermanentFailure, Worker
+
+
+def handles(job_type: str):
+    """Mark a function as the handler of ``job_type``; ``queuelog-worker`` finds it in its module."""
+
+    def mark(function):
+        function.__queuelog_type__ = job_type
+        return function
+
+    return mark
+
+
+__all__ = ["Job", "PermanentFailure", "QueueClient", "RequestRefused", "TransientError", "Worker", "handles"]

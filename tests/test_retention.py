@@ -1,0 +1,76 @@
+"""Pruning finished jobs: by command and on a schedule; pending and running jobs are never touched."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from queuelog.queue import JobSpec, Queue
+
+
+def _spec(key=None):
+    return JobSpec(type="email", payload={}, payload_json="{}", idempotency_key=key)
+
+
+def _finish(q: Queue, status: str, key=None) -> int:
+    job, _ = q.enqueue("alice", _spec(key))
+    if status == "cancelled":
+        q.cancel(job["id"], "alice")
+        return job["id"]
+    held = q.claim("w")[0]
+    if status == "completed":
+        q.complete(held["id"], "w", held["lease_token"])
+    elif status == "failed":
+        q.fail(held["id"], "w", held["lease_token"], "x", retryable=False)
+    return job["id"]
+
+
+def test_prune_removes_only_old_finished_jobs_and_their_events(app):
+    db = app.extensions["queuelog"]["db"]
+    clock = {"now": datetime(2030, 1, 1, tzinfo=UTC)}
+    q = Queue(db, clock=lambda: clock["now"], lease_seconds=30 * 86400)
+    old = [_finish(q, s) for s in ("completed", "failed", "cancelled")]
+    old_running = _finish(q, "running")
+    old_pending, _ = q.enqueue(
+        "alice", JobSpec(type="email", payload={}, payload_json="{}", delay_seconds=365 * 86400)
+    )
+    clock["now"] += timedelta(days=10)
+    recent = _finish(q, "completed")
+    assert q.prune(timedelta(days=7), batch=2) == 3
+    assert all(q.get(i) is None for i in old)
+    assert all(q.events(i) == [] for i in old)
+    assert q.get(old_running)["status"] == "running"
+    assert q.get(old_pending["id"])["status"] == "pending"
+    assert q.get(recent)["status"] == "completed"
+
+
+def test_prune_command_frees_idempotency_keys(app, runner, producer, worker):
+    q = app.extensions["queuelog"]["queue"]
+    first = producer.post("/jobs", json={"type": "email", "idempotency_key": "k", "payload": {"a": 1}}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
+    assert runner.invoke(args=["jobs", "prune", "--older-than", "1d"]).output.strip() == "pruned 0 jobs"
+    result = runner.invoke(args=["jobs", "prune", "--older-than", "0s"])
+    assert result.exit_code == 0 and result.output.strip() == "pruned 1 jobs"
+    assert q.get(first["id"]) is None
+    again = producer.post("/jobs", json={"type": "email", "idempotency_key": "k", "payload": {"a": 2}})
+    assert again.status_code == 201 and again.json["id"] != first["id"]
+    bad = runner.invoke(args=["jobs", "prune", "--older-than", "soon"])
+    assert bad.exit_code != 0 and "not a duration" in bad.output
+
+
+def test_scheduled_pruning_runs_in_the_app(app, backend, tmp_path):
+    from queuelog.factory import start_pruner
+
+    q = app.extensions["queuelog"]["queue"]
+    job_id = _finish(q, "completed")
+    stop = threading.Event()
+    start_pruner(app, q, timedelta(seconds=0), interval=0.05, stop=stop)
+    deadline = time.monotonic() + 10
+    while q.get(job_id) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    assert q.get(job_id) is None
+    assert json.dumps(q.list_jobs()) == "[]"
