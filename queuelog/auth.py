@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.db import Database
@@ -174,3 +174,54 @@ def ensure_first_admin(db: Database, password: str | None) -> str | None:
     except (AlreadyExists, IntegrityError):
         return None  # another process starting at the same time made it first
     return generated
+
+
+def update_user(
+    db: Database,
+    username: str,
+    *,
+    actor: str,
+    role: str | None = None,
+    active: bool | None = None,
+    password: str | None = None,
+) -> User:
+    """Change a user's role, active flag or password; refuses to leave the system without an active admin."""
+    with db.session(write=True) as session, session.begin():
+        user = session.scalar(select(User).where(User.username == username))
+        if user is None:
+            raise AuthError(f"no user {username!r}")
+        if role is not None:
+            if role not in ROLES:
+                raise AuthError(f"role must be one of {', '.join(ROLES)}")
+            user.role = role
+        if active is not None:
+            user.active = active
+        if password is not None:
+            if len(password) < 8:
+                raise AuthError("password must be at least 8 characters")
+            user.set_password(password)
+        session.flush()
+        admins = session.scalar(
+            select(func.count()).select_from(User).where(User.role == "admin", User.active.is_(True))
+        )
+        if not admins:
+            raise AuthError("there must be at least one active admin")
+        changes = ", ".join(
+            f"{k}={v}"
+            for k, v in (("role", role), ("active", active), ("password", password and "reset"))
+            if v is not None
+        )
+        session.add(AuditLog(actor=actor, action="user.update", target=username, detail=changes))
+    return user
+
+
+def set_preferences(
+    db: Database, user_id: int, *, locale: str | None = None, timezone: str | None = None
+) -> None:
+    with db.session(write=True) as session, session.begin():
+        user = session.get(User, user_id)
+        if user is not None:
+            if locale is not None:
+                user.locale = locale
+            if timezone is not None:
+                user.timezone = timezone

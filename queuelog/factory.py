@@ -5,14 +5,20 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from pathlib import Path
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask, render_template, request
+from flask_babel import gettext as _
+from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
 from queuelog.config import load_config, parse_duration
 from queuelog.db import Database
 from queuelog.queue import Queue
+from queuelog.ratelimit import LoginLimiter
+
+TRANSLATIONS = Path(__file__).parent / "translations"
 
 API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
 log = logging.getLogger("queuelog")
@@ -58,7 +64,19 @@ def register_extensions(app: Flask) -> None:
         backoff_max=config["RETRY_BACKOFF_MAX"],
         poll_interval=config["LONG_POLL_INTERVAL"],
     )
-    app.extensions["queuelog"] = {"db": db, "queue": queue}
+    app.extensions["queuelog"] = {"db": db, "queue": queue, "login_limiter": LoginLimiter(db)}
+
+    from queuelog.extensions import babel, csrf, login_manager
+    from queuelog.i18n import select_locale, select_timezone
+
+    babel.init_app(
+        app,
+        locale_selector=select_locale,
+        timezone_selector=select_timezone,
+        default_translation_directories=str(TRANSLATIONS),
+    )
+    csrf.init_app(app)
+    login_manager.init_app(app)
     auto_upgrade = config["AUTO_UPGRADE"]
     if auto_upgrade is None:
         auto_upgrade = db.dialect == "sqlite"
@@ -110,11 +128,17 @@ def bootstrap(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
+    from queuelog import web
     from queuelog.api import JobIdConverter
     from queuelog.api import bp as api_bp
+    from queuelog.extensions import csrf
+    from queuelog.web.templating import register_templating
 
     app.url_map.converters["jobid"] = JobIdConverter
+    csrf.exempt(api_bp)  # the API authenticates with keys, never with cookies
     app.register_blueprint(api_bp)
+    web.register(app)
+    register_templating(app)
 
 
 def _is_api_request() -> bool:
@@ -133,8 +157,27 @@ def register_errorhandlers(app: Flask) -> None:
         429: "rate-limited",
     }
 
+    @app.errorhandler(CSRFError)
+    def _csrf_error(exc: CSRFError):
+        return render_template(
+            "error.html",
+            code=400,
+            message=_(
+                "The form expired or did not come from this site. Go back, reload the page and try again."
+            ),
+        ), 400
+
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
+        if not _is_api_request() and exc.code in (403, 404, 405, 413, 429):
+            messages = {
+                403: _("You may not see this page."),
+                404: _("There is no such page."),
+                405: _("This page does not answer that method."),
+                413: _("That was too large to send."),
+                429: _("Too many requests. Wait a little and try again."),
+            }
+            return render_template("error.html", code=exc.code, message=messages[exc.code]), exc.code
         if _is_api_request():
             code = exc.code or 500
             detail = exc.description or exc.name
@@ -153,7 +196,7 @@ def register_errorhandlers(app: Flask) -> None:
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
         if _is_api_request():
             return problem(500, "internal-error", "the server failed to handle the request")
-        return "Internal server error", 500
+        return render_template("error.html", code=500, message=_("Something went wrong on our side.")), 500
 
 
 def register_commands(app: Flask) -> None:

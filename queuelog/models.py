@@ -21,16 +21,32 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    TypeDecorator,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
-JsonType = JSON().with_variant(JSONB(), "postgresql")
+JsonType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 # SQLite only makes INTEGER PRIMARY KEY an alias of its rowid; BIGINT would not auto-increment there.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
-Timestamp = DateTime(timezone=True)
+
+
+class Timestamp(TypeDecorator):
+    """A UTC timestamp that comes back aware on every engine (SQLite's DATETIME alone returns naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else value.astimezone(UTC)
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
 
 PRIORITIES = {"low": 0, "medium": 10, "high": 20, "critical": 30}
 PRIORITY_NAMES = {value: name for name, value in PRIORITIES.items()}
@@ -63,7 +79,25 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(16))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
+    locale: Mapped[str | None] = mapped_column(String(16))  # the language chosen in the pages
+    timezone: Mapped[str | None] = mapped_column(String(64))  # an IANA zone name for showing times
+
+    # flask-login's user protocol
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def is_active(self) -> bool:
+        return self.active
+
+    @property
+    def is_anonymous(self) -> bool:
+        return False
+
+    def get_id(self) -> str:
+        return str(self.id)
 
     def set_password(self, password: str) -> None:
         """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""
@@ -89,9 +123,9 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
     created_by: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
-    last_used_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    revoked_at: Mapped[datetime | None] = mapped_column(Timestamp())
 
 
 class JobType(Base):
@@ -103,8 +137,8 @@ class JobType(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     payload_schema: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
-    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow, onupdate=utcnow)
+    created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow, onupdate=utcnow)
 
 
 class Job(Base):
@@ -122,12 +156,12 @@ class Job(Base):
     owner: Mapped[str] = mapped_column(String(64))
     worker_id: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[str | None] = mapped_column(String(64))
-    claimed_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    available_at: Mapped[datetime] = mapped_column(Timestamp)
-    created_at: Mapped[datetime] = mapped_column(Timestamp)
-    updated_at: Mapped[datetime] = mapped_column(Timestamp)
-    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    claimed_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    lease_expires_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    available_at: Mapped[datetime] = mapped_column(Timestamp())
+    created_at: Mapped[datetime] = mapped_column(Timestamp())
+    updated_at: Mapped[datetime] = mapped_column(Timestamp())
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp())
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     error: Mapped[str | None] = mapped_column(Text)
 
@@ -171,7 +205,7 @@ class JobEvent(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
-    at: Mapped[datetime] = mapped_column(Timestamp)
+    at: Mapped[datetime] = mapped_column(Timestamp())
     event: Mapped[str] = mapped_column(String(32))
     actor: Mapped[str] = mapped_column(String(64))
     attempt: Mapped[int] = mapped_column(Integer)
@@ -186,8 +220,20 @@ class AuditLog(Base):
     __tablename__ = "audit_log"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
     actor: Mapped[str] = mapped_column(String(64))
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(255))
     detail: Mapped[str | None] = mapped_column(Text)
+
+
+class LoginAttempt(Base):
+    """A failed login, kept for the rate limit's window. In the database, so every app server shares it."""
+
+    __tablename__ = "login_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(128))  # "user:<name>" or "addr:<ip>"
+    at: Mapped[datetime] = mapped_column(Timestamp())
+
+    __table_args__ = (Index("ix_login_attempts_key_at", "key", "at"), Index("ix_login_attempts_at", "at"))

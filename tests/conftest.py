@@ -8,6 +8,7 @@ of its own, dropped at the end, and every test starts from empty tables.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -26,11 +27,12 @@ from sqlalchemy import create_engine, text
 from queuelog import create_app
 from queuelog.auth import create_key, create_user
 from queuelog.db import Database
+from queuelog.models import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
 ADMIN_PASSWORD = "admin-password-for-tests"
-TABLES = ("job_events", "jobs", "api_keys", "audit_log", "users", "job_types")
+TABLES = tuple(table.name for table in Base.metadata.sorted_tables)
 
 
 # -- databases ----------------------------------------------------------------------------------------
@@ -314,3 +316,62 @@ def live_server(app, database_url, tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+# -- the pages ----------------------------------------------------------------------------------------
+
+_CSRF = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
+
+
+def csrf_token(html: str) -> str:
+    match = _CSRF.search(html)
+    assert match, "the page has no CSRF token"
+    return match.group(1)
+
+
+class Browser:
+    """A Flask test client that logs in through the real login form and posts forms with their token."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def login(self, username: str, password: str, next_url: str | None = None):
+        page = self.client.get("/login")
+        path = "/login" + (f"?next={next_url}" if next_url else "")
+        return self.client.post(
+            path,
+            data={
+                "csrf_token": csrf_token(page.get_data(as_text=True)),
+                "username": username,
+                "password": password,
+            },
+        )
+
+    def get(self, path: str, **kw):
+        return self.client.get(path, **kw)
+
+    def submit(self, page_path: str, action: str | None = None, **data):
+        """Load a page, take its CSRF token, post ``data`` to ``action`` (or back to the page)."""
+        page = self.client.get(page_path)
+        data.setdefault("csrf_token", csrf_token(page.get_data(as_text=True)))
+        return self.client.post(action or page_path, data=data)
+
+
+@pytest.fixture
+def browser(client) -> Browser:
+    return Browser(client)
+
+
+@pytest.fixture
+def producer_browser(app, keys) -> Browser:
+    keys.raw("producer", "alice")  # makes the user alice with password "password-alice"
+    b = Browser(app.test_client())
+    assert b.login("alice", "password-alice").status_code == 302
+    return b
+
+
+@pytest.fixture
+def admin_browser(app) -> Browser:
+    b = Browser(app.test_client())
+    assert b.login("admin", ADMIN_PASSWORD).status_code == 302
+    return b

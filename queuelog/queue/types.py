@@ -67,7 +67,7 @@ class JobTypeRules:
         for name, enabled, schema in rows:
             if schema is not None and not isinstance(schema, str):
                 schema = json.dumps(schema, sort_keys=True)  # jsonb arrives parsed
-            out[name] = (bool(enabled), schema)
+            out[name] = (bool(enabled), None if schema in (None, "null") else schema)
         self._cache = (now, out)
         return out
 

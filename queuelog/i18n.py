@@ -1,0 +1,60 @@
+"""Which language and time zone a page is shown in."""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from flask import request, session
+from flask_login import current_user
+
+# Locale code -> the language's own name (shown in the language menu).
+LANGUAGES = {"en": "English", "pt_BR": "Português (Brasil)", "de": "Deutsch", "zh_Hans": "简体中文"}
+# Accept-Language tags we understand, mapped to our locales (best_match compares them case-insensitively).
+_TAGS = {
+    "en": "en",
+    "en-us": "en",
+    "en-gb": "en",
+    "pt-br": "pt_BR",
+    "pt": "pt_BR",
+    "pt-pt": "pt_BR",
+    "de": "de",
+    "de-de": "de",
+    "de-at": "de",
+    "de-ch": "de",
+    "zh-cn": "zh_Hans",
+    "zh-hans": "zh_Hans",
+    "zh-sg": "zh_Hans",
+    "zh": "zh_Hans",
+    "zh-hans-cn": "zh_Hans",
+}
+HTML_LANG = {"en": "en", "pt_BR": "pt-BR", "de": "de", "zh_Hans": "zh-Hans"}
+
+
+def select_locale() -> str:
+    """The person's saved choice, then the browser's Accept-Language, then English."""
+    if getattr(current_user, "is_authenticated", False) and current_user.locale in LANGUAGES:
+        return current_user.locale
+    chosen = session.get("locale")
+    if chosen in LANGUAGES:
+        return chosen
+    best = request.accept_languages.best_match(list(_TAGS))
+    return _TAGS.get(best.lower(), "en") if best else "en"
+
+
+def select_timezone() -> str:
+    """The person's saved zone, else the one the browser reported (kept in the session), else UTC."""
+    for zone in (
+        getattr(current_user, "timezone", None) if getattr(current_user, "is_authenticated", False) else None,
+        session.get("timezone"),
+    ):
+        if zone and valid_timezone(zone):
+            return zone
+    return "UTC"
+
+
+def valid_timezone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True

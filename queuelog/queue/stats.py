@@ -1,0 +1,132 @@
+"""Read-only views of the queue for the pages: counts, throughput, and failures grouped by cause."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from queuelog.models import PRIORITY_NAMES, STATUSES
+from queuelog.queue.core import Queue
+
+_MINUTE = {
+    "sqlite": "substr(finished_at, 1, 16)",
+    "postgresql": "to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI')",
+}
+_VOLATILE = [
+    (re.compile(r"\(held by [^)]*\)"), "(held by …)"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
+    (re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b", re.I), "<hex>"),
+    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+]
+
+
+def error_signature(error: str) -> str:
+    """What makes two errors "the same": the last line of a traceback (the exception and its message),
+    with numbers, ids, hex strings and worker names blanked out."""
+    lines = [line.strip() for line in (error or "").strip().splitlines() if line.strip()]
+    text = lines[-1] if lines else ""
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text[:300]
+
+
+@dataclass
+class ErrorGroup:
+    id: str
+    type: str
+    signature: str
+    latest_at: datetime
+    sample_error: str
+    sample_job_id: int
+    failures: int = 0
+    jobs: dict[int, str] = field(default_factory=dict)  # job id -> its status now
+
+    @property
+    def failed_jobs(self) -> list[int]:
+        return sorted(i for i, status in self.jobs.items() if status == "failed")
+
+    @property
+    def pending_jobs(self) -> list[int]:
+        return sorted(i for i, status in self.jobs.items() if status == "pending")
+
+
+class QueueStats:
+    def __init__(self, queue: Queue):
+        self.queue = queue
+        self.db = queue.db
+        self.d = queue.d
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        with self.db.cursor() as cur:
+            cur.execute(self.db.sql(sql), params)
+            return cur.fetchall()
+
+    def overview(self, owner: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+        """Counts by status, pending by priority, the oldest pending job's creation, and per-minute
+        completions and failures over the last hour."""
+        now = now or self.queue.clock()
+        where, params = ("WHERE owner = :owner", {"owner": owner}) if owner else ("", {})
+        by_status = dict.fromkeys(STATUSES, 0)
+        for status, count in self._rows(f"SELECT status, count(*) FROM jobs {where} GROUP BY status", params):
+            by_status[status] = count
+        pending_where = "WHERE status = 'pending'" + (" AND owner = :owner" if owner else "")
+        by_priority = {name: 0 for name in PRIORITY_NAMES.values()}
+        for priority, count in self._rows(
+            f"SELECT priority, count(*) FROM jobs {pending_where} GROUP BY priority", params
+        ):
+            by_priority[PRIORITY_NAMES.get(priority, str(priority))] = count
+        oldest = self._rows(f"SELECT min(created_at) FROM jobs {pending_where}", params)[0][0]
+        since = now - timedelta(minutes=60)
+        minute = _MINUTE[self.db.dialect]
+        owner_filter = " AND owner = :owner" if owner else ""
+        rows = self._rows(
+            f"SELECT status, {minute} AS minute, count(*) FROM jobs WHERE status IN ('completed', 'failed')"
+            f" AND finished_at >= :since{owner_filter} GROUP BY status, {minute}",
+            {**params, "since": self.d.time(since)},
+        )
+        per_minute = {(status, label): count for status, label, count in rows}
+        start = since.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        series = []
+        for i in range(60):
+            moment = start + timedelta(minutes=i)
+            label = moment.strftime("%Y-%m-%d %H:%M")
+            series.append(
+                {
+                    "minute": moment,
+                    "completed": per_minute.get(("completed", label), 0),
+                    "failed": per_minute.get(("failed", label), 0),
+                }
+            )
+        return {
+            "by_status": by_status,
+            "pending_by_priority": by_priority,
+            "oldest_pending": self.db.parse_time(oldest),
+            "throughput": series,
+        }
+
+    def error_groups(self, *, recent: int = 5000) -> list[ErrorGroup]:
+        """Failed attempts among the ``recent`` newest failure events, grouped by job type and signature,
+        newest group first."""
+        rows = self._rows(
+            "SELECT e.job_id, e.at, e.error, j.type, j.status FROM job_events e JOIN jobs j ON j.id = e.job_id"
+            " WHERE e.error IS NOT NULL ORDER BY e.id DESC LIMIT :limit",
+            {"limit": recent},
+        )
+        groups: dict[str, ErrorGroup] = {}
+        for job_id, at, error, job_type, status in rows:
+            signature = error_signature(error)
+            key = hashlib.sha1(f"{job_type}\0{signature}".encode()).hexdigest()[:16]
+            group = groups.get(key)
+            if group is None:  # rows come newest first: the first one seen is the group's latest
+                group = groups[key] = ErrorGroup(
+                    key, job_type, signature, self.db.parse_time(at), error, job_id
+                )
+            group.failures += 1
+            group.jobs[job_id] = status
+        return sorted(groups.values(), key=lambda g: g.latest_at, reverse=True)
+
+    def error_group(self, group_id: str) -> ErrorGroup | None:
+        return next((g for g in self.error_groups() if g.id == group_id), None)

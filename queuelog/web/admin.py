@@ -1,0 +1,279 @@
+"""Admin pages: errors (grouped, with bulk retry and cancel), users, API keys, job types, the audit log."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
+from flask_login import current_user
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from wtforms import SelectChoice
+
+from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
+from queuelog.models import ApiKey, AuditLog, User
+from queuelog.queue import InvalidState, JobNotFound
+from queuelog.queue.stats import QueueStats
+from queuelog.queue.types import NAME_PATTERN, check_schema
+from queuelog.web import admin_required, db, queue
+from queuelog.web.forms import (
+    ConfirmForm,
+    JobTypeForm,
+    KeyCreateForm,
+    PasswordResetForm,
+    UserCreateForm,
+    UserRoleForm,
+)
+
+bp = Blueprint("web_admin", __name__, url_prefix="/admin")
+
+
+# -- errors -------------------------------------------------------------------------------------------
+
+
+@bp.get("/errors")
+@admin_required
+def errors():
+    groups = QueueStats(queue()).error_groups()
+    return render_template("admin/errors.html", groups=groups)
+
+
+@bp.route("/errors/<group_id>/<action>", methods=["GET", "POST"])
+@admin_required
+def error_group_action(group_id: str, action: str):
+    """Retry a group's failed jobs, or cancel its pending ones, after a confirmation showing how many."""
+    if action not in ("retry", "cancel") or not re.fullmatch(r"[0-9a-f]{16}", group_id):
+        abort(404)
+    group = QueueStats(queue()).error_group(group_id)
+    if group is None:
+        abort(404)
+    job_ids = group.failed_jobs if action == "retry" else group.pending_jobs
+    form = ConfirmForm()
+    if request.method == "POST" and form.validate_on_submit():
+        done = 0
+        for job_id in job_ids:
+            try:
+                if action == "retry":
+                    queue().retry(job_id, current_user.username)
+                else:
+                    queue().cancel(job_id, current_user.username)
+                done += 1
+            except (InvalidState, JobNotFound):
+                continue  # changed since the confirmation: leave it
+        message = (
+            ngettext("%(num)d job retried.", "%(num)d jobs retried.", done)
+            if action == "retry"
+            else ngettext("%(num)d job cancelled.", "%(num)d jobs cancelled.", done)
+        )
+        flash(message, "success")
+        return redirect(url_for("web_admin.errors"))
+    return render_template("admin/confirm_group.html", group=group, action=action, job_ids=job_ids, form=form)
+
+
+# -- users --------------------------------------------------------------------------------------------
+
+
+@bp.route("/users", methods=["GET", "POST"])
+@admin_required
+def users():
+    form = UserCreateForm()
+    if form.validate_on_submit():
+        try:
+            create_user(
+                db(),
+                form.username.data.strip(),
+                form.role.data,
+                form.password.data,
+                actor=current_user.username,
+            )
+            flash(_("User %(name)s created.", name=form.username.data.strip()), "success")
+            return redirect(url_for("web_admin.users"))
+        except (AuthError, IntegrityError) as exc:
+            form.username.errors.append(str(exc).splitlines()[0])
+    with db().session() as s:
+        people = list(s.scalars(select(User).order_by(User.username)))
+    return render_template(
+        "admin/users.html",
+        form=form,
+        users=people,
+        role_form=UserRoleForm(),
+        password_form=PasswordResetForm(),
+        confirm=ConfirmForm(),
+    ), (422 if form.errors else 200)
+
+
+@bp.post("/users/<username>/<change>")
+@admin_required
+def user_change(username: str, change: str):
+    changes: dict = {}
+    if change == "role":
+        form = UserRoleForm()
+        if form.validate_on_submit():
+            changes["role"] = form.role.data
+    elif change in ("deactivate", "activate"):
+        if ConfirmForm().validate_on_submit():
+            changes["active"] = change == "activate"
+    elif change == "password":
+        form = PasswordResetForm()
+        if form.validate_on_submit():
+            changes["password"] = form.password.data
+        else:
+            flash(_("A password needs at least 8 characters."), "error")
+    else:
+        abort(404)
+    if changes:
+        try:
+            update_user(db(), username, actor=current_user.username, **changes)
+            flash(_("User %(name)s updated.", name=username), "success")
+        except AuthError as exc:
+            flash(str(exc), "error")
+    return redirect(url_for("web_admin.users"))
+
+
+# -- API keys -----------------------------------------------------------------------------------------
+
+
+@bp.route("/keys", methods=["GET", "POST"])
+@admin_required
+def keys():
+    form = KeyCreateForm()
+    with db().session() as s:
+        people = list(s.scalars(select(User).where(User.active.is_(True)).order_by(User.username)))
+        key_rows = s.execute(
+            select(ApiKey, User.username)
+            .outerjoin(User, User.id == ApiKey.user_id)
+            .order_by(ApiKey.created_at.desc())
+        ).all()
+    form.user.choices = [SelectChoice("", "—")] + [SelectChoice(u.username, u.username) for u in people]
+    new_key = None
+    if form.validate_on_submit():
+        try:
+            new_key = create_key(
+                db(),
+                form.name.data.strip(),
+                form.kind.data,
+                username=form.user.data or None,
+                actor=current_user.username,
+            )
+        except (AuthError, IntegrityError) as exc:
+            form.name.errors.append(str(exc).splitlines()[0])
+        else:
+            # Shown in this response only (never put in a flash message: those travel in the cookie).
+            return render_template("admin/key_created.html", key=new_key, name=form.name.data.strip())
+    return render_template("admin/keys.html", form=form, keys=key_rows, confirm=ConfirmForm()), (
+        422 if form.errors else 200
+    )
+
+
+@bp.post("/keys/<name>/revoke")
+@admin_required
+def key_revoke(name: str):
+    if ConfirmForm().validate_on_submit():
+        try:
+            revoke_key(db(), name, actor=current_user.username)
+            flash(_("Key %(name)s revoked.", name=name), "success")
+        except AuthError:
+            abort(404)
+    return redirect(url_for("web_admin.keys"))
+
+
+# -- job types ----------------------------------------------------------------------------------------
+
+
+def _schema_from(form: JobTypeForm):
+    text = (form.payload_schema.data or "").strip()
+    if not text:
+        return None, True
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        form.payload_schema.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
+        return None, False
+    problem = check_schema(schema)
+    if problem:
+        form.payload_schema.errors.append(problem)
+        return None, False
+    return schema, True
+
+
+@bp.route("/types", methods=["GET", "POST"])
+@admin_required
+def types():
+    form = JobTypeForm()
+    if form.validate_on_submit():
+        name = form.name.data.strip()
+        schema, ok = _schema_from(form)
+        if not re.match(NAME_PATTERN, name):
+            form.name.errors.append(
+                _("Use letters, digits, '_', '.', ':' or '-', starting with a letter or digit.")
+            )
+        elif ok:
+            try:
+                queue().types.add(name, form.description.data or "", schema)
+                audit(db(), current_user.username, "type.create", name)
+                flash(_("Job type %(name)s added.", name=name), "success")
+                return redirect(url_for("web_admin.types"))
+            except IntegrityError:
+                form.name.errors.append(_("A job type with this name exists."))
+    return render_template("admin/types.html", form=form, types=queue().types.all(), confirm=ConfirmForm()), (
+        422 if form.errors else 200
+    )
+
+
+@bp.route("/types/<name>", methods=["GET", "POST"])
+@admin_required
+def type_edit(name: str):
+    job_type = next((t for t in queue().types.all() if t.name == name), None)
+    if job_type is None:
+        abort(404)
+    form = JobTypeForm(obj=job_type)
+    if request.method == "GET":
+        form.payload_schema.data = (
+            json.dumps(job_type.payload_schema, indent=2) if job_type.payload_schema else ""
+        )
+    form.name.data = name  # the name is fixed once jobs use it
+    if form.validate_on_submit():
+        schema, ok = _schema_from(form)
+        if ok:
+            queue().types.update(name, description=form.description.data or "", payload_schema=schema)
+            audit(db(), current_user.username, "type.update", name, "description and schema")
+            flash(_("Job type %(name)s saved.", name=name), "success")
+            return redirect(url_for("web_admin.types"))
+    return render_template("admin/type_edit.html", form=form, job_type=job_type), (
+        422 if form.errors else 200
+    )
+
+
+@bp.post("/types/<name>/<change>")
+@admin_required
+def type_change(name: str, change: str):
+    settings = {
+        "enable": {"enabled": True},
+        "disable": {"enabled": False},
+        "pause": {"paused": True},
+        "resume": {"paused": False},
+    }
+    if change not in settings:
+        abort(404)
+    if ConfirmForm().validate_on_submit():
+        try:
+            queue().types.update(name, **settings[change])
+        except LookupError:
+            abort(404)
+        audit(db(), current_user.username, f"type.{change}", name)
+        flash(_("Job type %(name)s updated.", name=name), "success")
+    return redirect(url_for("web_admin.types"))
+
+
+# -- audit log ----------------------------------------------------------------------------------------
+
+
+@bp.get("/audit")
+@admin_required
+def audit_log():
+    with db().session() as s:
+        rows = list(s.scalars(select(AuditLog).order_by(AuditLog.id.desc()).limit(200)))
+    return render_template("admin/audit.html", rows=rows)

@@ -1,0 +1,105 @@
+"""Logging in and out, and the person's language and time zone."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
+from flask_babel import gettext as _
+from flask_login import current_user, login_user, logout_user
+from sqlalchemy import select
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from queuelog.auth import set_preferences
+from queuelog.extensions import login_manager
+from queuelog.i18n import LANGUAGES, valid_timezone
+from queuelog.models import User
+from queuelog.web import db
+from queuelog.web.forms import LoginForm
+
+bp = Blueprint("web_auth", __name__)
+# Checked when the username is unknown, so that both failures take as long (no user enumeration by timing).
+_DUMMY_HASH = generate_password_hash("not a password")
+
+
+@login_manager.user_loader
+def load_user(user_id: str) -> User | None:
+    if not user_id.isdigit():
+        return None
+    with db().session() as s:
+        user = s.get(User, int(user_id))
+    return user if user is not None and user.active else None
+
+
+def safe_next(target: str | None) -> str:
+    """Only local paths: no scheme, no host, no protocol-relative or backslash tricks."""
+    if not target:
+        return url_for("web_jobs.dashboard")
+    parts = urlsplit(target)
+    if (
+        parts.scheme
+        or parts.netloc
+        or not target.startswith("/")
+        or target.startswith(("//", "/\\"))
+        or "\\" in target
+    ):
+        return url_for("web_jobs.dashboard")
+    return target
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    form = LoginForm()
+    if current_user.is_authenticated and request.method == "GET":
+        return redirect(safe_next(request.args.get("next")))
+    if form.validate_on_submit():
+        limiter = current_app.extensions["queuelog"]["login_limiter"]
+        username = form.username.data.strip()
+        address = request.remote_addr or "unknown"
+        if limiter.blocked(username, address):
+            minutes = int(limiter.window.total_seconds() // 60)
+            message = _("Too many failed logins. Try again in %(minutes)d minutes.", minutes=minutes)
+            return render_template("auth/login.html", form=form, error=message), 429
+        with db().session() as s:
+            user = s.scalar(select(User).where(User.username == username))
+        ok = check_password_hash(user.password_hash if user else _DUMMY_HASH, form.password.data)
+        if user is not None and ok and user.active:
+            limiter.succeeded(username)
+            preferences = {k: session[k] for k in ("locale", "timezone") if k in session}
+            session.clear()  # a fresh session at login: nothing from before survives (session fixation)
+            session.update(preferences)
+            login_user(user)
+            return redirect(safe_next(request.args.get("next")))
+        limiter.failed(username, address)
+        return render_template("auth/login.html", form=form, error=_("Unknown user or wrong password.")), 200
+    return render_template("auth/login.html", form=form, error=None)
+
+
+@bp.post("/logout")
+def logout():
+    logout_user()
+    session.clear()
+    flash(_("You are logged out."), "info")
+    return redirect(url_for("web_auth.login"))
+
+
+@bp.post("/language")
+def set_language():
+    """The language menu: kept in the profile for logged-in people, in the session for visitors."""
+    locale = request.form.get("locale", "")
+    if locale in LANGUAGES:
+        session["locale"] = locale
+        if current_user.is_authenticated:
+            set_preferences(db(), current_user.id, locale=locale)
+    return redirect(safe_next(request.form.get("next")))
+
+
+@bp.post("/timezone")
+def set_timezone():
+    """The time zone times are shown in: from the settings menu, or reported by the browser."""
+    zone = request.form.get("timezone", "")
+    if valid_timezone(zone):
+        session["timezone"] = zone
+        if current_user.is_authenticated:
+            set_preferences(db(), current_user.id, timezone=zone)
+    return redirect(safe_next(request.form.get("next")))

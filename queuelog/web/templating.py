@@ -1,0 +1,50 @@
+"""Template helpers: times, ages and numbers in the person's locale and zone; the language menu."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from flask import Flask, request
+from flask_babel import format_datetime, format_decimal, format_time, format_timedelta, get_locale
+
+from queuelog.i18n import HTML_LANG, LANGUAGES
+from queuelog.models import utcnow
+
+
+def _when(value: datetime | None, style: str = "medium") -> str:
+    return "—" if value is None else format_datetime(value, style)
+
+
+def _clock(value: datetime | None) -> str:
+    return "—" if value is None else format_time(value, "short")
+
+
+def _age(value: datetime | None) -> str:
+    """ "3 minutes ago" / "in 5 minutes", in the page's language."""
+    if value is None:
+        return "—"
+    return format_timedelta(value - utcnow(), add_direction=True, granularity="second", threshold=0.9)
+
+
+def _number(value) -> str:
+    return format_decimal(value)
+
+
+def _pretty_json(value) -> str:
+    """JSON for people: indented, non-ASCII kept (autoescaping still applies where it is shown)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def register_templating(app: Flask) -> None:
+    app.jinja_env.filters.update(clock=_clock, when=_when, age=_age, number=_number, pretty_json=_pretty_json)
+
+    @app.context_processor
+    def _globals():
+        locale = str(get_locale())
+        return {
+            "languages": LANGUAGES,
+            "current_locale": locale,
+            "html_lang": HTML_LANG.get(locale, "en"),
+            "here": request.full_path.rstrip("?") if request else "/",
+        }
