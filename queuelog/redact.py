@@ -22,12 +22,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bql_[A-Za-z0-9_-]{16,}"), MASK),
     # AWS access key ids
     (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), MASK),
-    # key=value and "key": "value" forms for secret-looking names
+    # key=value and "key": "value" forms for secret-looking names (db_password=..., "client_secret": ...);
+    # the name must start with the secret word or have it after _ or -, so that "SMTPAuthError: login
+    # failed" or "PasswordPolicyError: too short" keep their messages.
     (
         re.compile(
             r"""(?ix)
-            (\b[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|
-                credential|auth)[\w.-]*
+            (\b(?:[\w.]*[_-])?(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|
+                private[_-]?key|credentials?|client[_-]?secret|session[_-]?id)
              ["']?\s*[:=]\s*["']?)
             ([^\s"'&,;}]+)
             """
