@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from flask import request, session
@@ -58,3 +60,22 @@ def valid_timezone(name: str) -> bool:
     except (ZoneInfoNotFoundError, ValueError):
         return False
     return True
+
+
+def compile_catalogs(folder: Path) -> None:
+    """Build each ``messages.mo`` from its ``messages.po`` when it is missing or older (at start-up, so that
+    a fresh checkout needs no build step). Written to a temporary file and renamed: processes starting
+    together never read half a catalog."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    for po in folder.glob("*/LC_MESSAGES/messages.po"):
+        mo = po.with_suffix(".mo")
+        if mo.exists() and mo.stat().st_mtime >= po.stat().st_mtime:
+            continue
+        with po.open("rb") as fh:
+            catalog = read_po(fh, locale=po.parent.parent.name)
+        tmp = mo.with_name(f".messages.{os.getpid()}.mo")
+        with tmp.open("wb") as fh:
+            write_mo(fh, catalog)
+        os.replace(tmp, mo)

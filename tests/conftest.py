@@ -262,25 +262,25 @@ class LiveServer:
         self.log = instance / f"gunicorn-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30) -> LiveServer:
-        self.log_file = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            self.args,
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    def start(self, timeout: float = 60) -> LiveServer:
+        with open(self.log, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                self.args,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited: {self.log.read_text()}")
             try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if requests.get(self.url + "/healthz", timeout=5).status_code == 200:
                     return self
-            except requests.ConnectionError:
-                pass
+            except requests.RequestException:
+                pass  # not listening yet, or too busy to answer: try again
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"gunicorn did not start: {self.log.read_text()}")
@@ -289,7 +289,6 @@ class LiveServer:
         """SIGKILL the master and its workers at once, as a crash would."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        self.log_file.close()
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -297,10 +296,8 @@ class LiveServer:
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        if getattr(self, "log_file", None):
-            self.log_file.close()
 
 
 @pytest.fixture
@@ -309,9 +306,9 @@ def live_server(app, database_url, tmp_path):
     servers: list[LiveServer] = []
 
     def start(**kw) -> LiveServer:
-        server = LiveServer(database_url, tmp_path, **kw).start()
-        servers.append(server)
-        return server
+        server = LiveServer(database_url, tmp_path, **kw)
+        servers.append(server)  # stopped at teardown even if it fails to start
+        return server.start()
 
     yield start
     for server in servers:

@@ -94,6 +94,19 @@ def set_language():
     return redirect(safe_next(request.form.get("next")))
 
 
+@bp.get("/settings")
+def settings():
+    """Language and time zone, for visitors and logged-in people alike."""
+    from zoneinfo import available_timezones
+
+    from flask_babel import get_timezone
+
+    zones = sorted(
+        z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/"))
+    ) + ["UTC"]
+    return render_template("auth/settings.html", zones=zones, current_zone=str(get_timezone()))
+
+
 @bp.post("/timezone")
 def set_timezone():
     """The time zone times are shown in: from the settings menu, or reported by the browser."""
@@ -102,4 +115,6 @@ def set_timezone():
         session["timezone"] = zone
         if current_user.is_authenticated:
             set_preferences(db(), current_user.id, timezone=zone)
+    if request.form.get("reply") == "none":  # the page's script reporting the browser's zone
+        return "", 204
     return redirect(safe_next(request.form.get("next")))

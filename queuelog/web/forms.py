@@ -14,21 +14,46 @@ from wtforms import (
     StringField,
     TextAreaField,
 )
-from wtforms.validators import DataRequired, Length, NumberRange, Optional
+from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, Optional
+
+# Our own messages, so that they are translated with the rest of the page in every language we offer.
+REQUIRED = _l("This field is required.")
+
+
+def _length(low: int = -1, high: int = -1) -> Length:
+    if low > 0:
+        return Length(
+            min=low, max=high, message=_l("Use between %(min)d and %(max)d characters.", min=low, max=high)
+        )
+    return Length(max=high, message=_l("Use at most %(max)d characters.", max=high))
 
 
 class LoginForm(FlaskForm):
-    username = StringField(_l("Username"), validators=[DataRequired(), Length(max=64)])
-    password = PasswordField(_l("Password"), validators=[DataRequired(), Length(max=256)])
+    username = StringField(_l("Username"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
+    password = PasswordField(_l("Password"), validators=[DataRequired(message=REQUIRED), _length(high=256)])
 
 
 class SubmitJobForm(FlaskForm):
-    type = SelectField(_l("Job type"), validators=[DataRequired()])
+    type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)])
     payload = TextAreaField(_l("Payload (JSON object)"), default="{}")
     priority = SelectField(_l("Priority"), default="low")
-    max_retries = IntegerField(_l("Max retries"), default=3, validators=[NumberRange(0, 25)])
-    idempotency_key = StringField(_l("Idempotency key (optional)"), validators=[Optional(), Length(max=255)])
-    run_at = DateTimeLocalField(_l("Start at (optional)"), validators=[Optional()], format="%Y-%m-%dT%H:%M")
+    max_retries = IntegerField(
+        _l("Max retries"),
+        default=3,
+        validators=[
+            InputRequired(message=REQUIRED),
+            NumberRange(0, 25, message=_l("Enter a whole number from 0 to 25.")),
+        ],
+    )
+    idempotency_key = StringField(
+        _l("Idempotency key (optional)"), validators=[Optional(), _length(high=255)]
+    )
+    run_at = DateTimeLocalField(
+        _l("Start at (optional)"),
+        validators=[Optional()],
+        format="%Y-%m-%dT%H:%M",
+        render_kw={"step": "60"},
+    )
 
 
 class ConfirmForm(FlaskForm):
@@ -36,11 +61,11 @@ class ConfirmForm(FlaskForm):
 
 
 class UserCreateForm(FlaskForm):
-    username = StringField(_l("Username"), validators=[DataRequired(), Length(max=64)])
+    username = StringField(_l("Username"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
     role = SelectField(
         _l("Role"), choices=[SelectChoice("producer", _l("producer")), SelectChoice("admin", _l("admin"))]
     )
-    password = PasswordField(_l("Password"), validators=[DataRequired(), Length(min=8, max=256)])
+    password = PasswordField(_l("Password"), validators=[DataRequired(message=REQUIRED), _length(8, 256)])
 
 
 class UserRoleForm(FlaskForm):
@@ -50,11 +75,11 @@ class UserRoleForm(FlaskForm):
 
 
 class PasswordResetForm(FlaskForm):
-    password = PasswordField(_l("New password"), validators=[DataRequired(), Length(min=8, max=256)])
+    password = PasswordField(_l("New password"), validators=[DataRequired(message=REQUIRED), _length(8, 256)])
 
 
 class KeyCreateForm(FlaskForm):
-    name = StringField(_l("Key name"), validators=[DataRequired(), Length(max=64)])
+    name = StringField(_l("Key name"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
     kind = SelectField(
         _l("Kind"), choices=[SelectChoice("worker", _l("worker")), SelectChoice("producer", _l("producer"))]
     )
@@ -62,7 +87,7 @@ class KeyCreateForm(FlaskForm):
 
 
 class JobTypeForm(FlaskForm):
-    name = StringField(_l("Name"), validators=[DataRequired(), Length(max=64)])
-    description = TextAreaField(_l("Description"), validators=[Length(max=2000)])
+    name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
+    description = TextAreaField(_l("Description"), validators=[_length(high=2000)])
     payload_schema = TextAreaField(_l("Payload JSON Schema (optional)"))
     enabled = BooleanField(_l("Enabled"), default=True)

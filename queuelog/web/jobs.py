@@ -131,10 +131,26 @@ def _enqueue_from_form(form: SubmitJobForm) -> dict | None:
     for error in errors:
         name = error["field"].split(".")[0].split("[")[0]
         field = getattr(form, name, form.payload)
-        field.errors.append(
-            f"{error['field']}: {error['message']}" if name == "payload" else error["message"]
-        )
+        field.errors.append(_form_message(error))
     return None
+
+
+def _form_message(error: dict) -> str:
+    """The API's (English) validation messages, said in the page's language."""
+    field, message = error["field"], error["message"]
+    if field == "payload" and "JSON object" in message:
+        return _("The payload must be a JSON object.")
+    if field == "payload" and ("bytes" in message or "deep" in message):
+        return _("The payload is too large or nested too deeply.")
+    if field.startswith("payload"):
+        return _("%(path)s does not match the job type's schema: %(message)s", path=field, message=message)
+    if field == "type":
+        return _("This job type is unknown or disabled.")
+    if field == "idempotency_key" and "already used" in message:
+        return _("This idempotency key was already used with other parameters.")
+    if field == "run_at":
+        return _("Enter a valid start time.")
+    return message
 
 
 @bp.get("/queue")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from flask import Flask, request
+from flask import Flask, request, session
 from flask_babel import format_datetime, format_decimal, format_time, format_timedelta, get_locale
+from flask_login import current_user
 
 from queuelog.i18n import HTML_LANG, LANGUAGES
 from queuelog.models import utcnow
@@ -36,6 +37,13 @@ def _pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def _timezone_known() -> bool:
+    """Whether the person's zone is known; if not, a small script asks the browser for it (once)."""
+    if getattr(current_user, "is_authenticated", False) and current_user.timezone:
+        return True
+    return "timezone" in session
+
+
 def register_templating(app: Flask) -> None:
     app.jinja_env.filters.update(clock=_clock, when=_when, age=_age, number=_number, pretty_json=_pretty_json)
 
@@ -47,4 +55,5 @@ def register_templating(app: Flask) -> None:
             "current_locale": locale,
             "html_lang": HTML_LANG.get(locale, "en"),
             "here": request.full_path.rstrip("?") if request else "/",
+            "timezone_known": _timezone_known(),
         }

@@ -33,7 +33,7 @@ def test_long_poll_returns_as_soon_as_a_job_arrives(keys, live_server):
     thread.join(15)
     assert result["status"] == 200
     assert result["body"]["id"] == job["id"]
-    assert 0.4 < result["elapsed"] < 2.0
+    assert 0.4 < result["elapsed"] < 3.0  # well before the 10 s deadline
 
 
 def test_long_poll_sees_jobs_enqueued_through_another_server(keys, live_server):
@@ -47,7 +47,7 @@ def test_long_poll_sees_jobs_enqueued_through_another_server(keys, live_server):
         producer.post(f"{second.url}/jobs", json={"type": "email"})
         response = future.result(timeout=15)
         assert response.status_code == 200
-        assert time.monotonic() - start < 2.0  # found by the poll of the other process
+        assert time.monotonic() - start < 3.0  # found by the poll of the other process, long before 10 s
 
 
 def test_long_poll_answers_204_at_the_deadline(keys, live_server):

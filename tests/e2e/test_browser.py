@@ -96,7 +96,9 @@ def test_bad_payload_shows_the_error_beside_the_field_and_creates_nothing(
     )  # nothing the person typed is lost
     page.get_by_label("Payload (JSON object)").fill('["not", "an object"]')
     page.get_by_role("button", name="Submit").click()
-    assert "must be a JSON object" in page.locator("#payload-error").inner_text()
+    assert (
+        "must be a JSON object" in page.locator("#payload-error").inner_text()
+    )  # "The payload must be a JSON object."
     assert app.extensions["queuelog"]["queue"].list_jobs() == []
     assert console.problems == []
 

@@ -1,0 +1,33 @@
+"""Words the pages show for values that live in the data (statuses, priorities, roles, events, kinds).
+
+Marked here so that extraction finds them; the templates translate them with ``_(value)``.
+"""
+
+
+def N_(message: str) -> str:  # noqa: N802 - the conventional name of a no-op gettext marker
+    return message
+
+
+LABELS = [
+    # statuses
+    N_("pending"),
+    N_("running"),
+    N_("completed"),
+    N_("failed"),
+    N_("cancelled"),
+    # priorities
+    N_("low"),
+    N_("medium"),
+    N_("high"),
+    N_("critical"),
+    # roles and key kinds
+    N_("admin"),
+    N_("producer"),
+    N_("worker"),
+    # events in a job's history
+    N_("enqueued"),
+    N_("claimed"),
+    N_("retry_scheduled"),
+    N_("lease_expired"),
+    N_("retried"),
+]
