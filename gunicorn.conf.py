@@ -5,6 +5,8 @@ Each value can be overridden on the command line or through the environment vari
 
 import multiprocessing
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # gthread: each worker process serves several requests at once, so a long poll (up to 20 s) waits in one
@@ -17,3 +19,31 @@ graceful_timeout = 30
 keepalive = 15
 accesslog = os.environ.get("QUEUELOG_ACCESS_LOG")  # "-" for stdout; unset: no access log
 errorlog = "-"
+
+# Prometheus counters from every worker process are added up at scrape time (see queuelog/metrics.py):
+# each process writes them to files in this folder, which must exist before the workers start.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="queuelog-metrics-")
+    _made_metrics_dir = True
+else:
+    _made_metrics_dir = False
+
+
+def on_starting(server):
+    """Start from zero: files left by an earlier run of the server would be counted again."""
+    folder = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(folder):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(folder, name))
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _made_metrics_dir:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)

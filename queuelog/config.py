@@ -40,6 +40,7 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "LONG_POLL_INTERVAL": (0.2, _float),
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
+    "METRICS_TOKEN": (None, str),  # a bearer token that may read /metrics (admins' keys may too)
 }
 
 

@@ -193,6 +193,7 @@ class Job(Base):
             postgresql_where=text("idempotency_key IS NOT NULL"),
         ),
         Index("ix_jobs_owner_id", "owner", "id"),
+        Index("ix_jobs_type_id", "type", "id"),
         Index("ix_jobs_status_id", "status", "id"),
         Index("ix_jobs_status_finished_at", "status", "finished_at"),
         # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
@@ -211,7 +212,16 @@ class JobEvent(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_job_events_job_id_id", "job_id", "id"),
+        # The errors page reads the newest failures; most events carry no error.
+        Index(
+            "ix_job_events_failures",
+            "id",
+            sqlite_where=text("error IS NOT NULL"),
+            postgresql_where=text("error IS NOT NULL"),
+        ),
+    )
 
 
 class AuditLog(Base):
@@ -225,6 +235,22 @@ class AuditLog(Base):
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(255))
     detail: Mapped[str | None] = mapped_column(Text)
+
+
+class JobCount(Base):
+    """How many jobs there are per owner, type, priority and status, kept by database triggers on ``jobs``
+    (migration 0003) so that dashboards and /metrics never count the jobs table. On PostgreSQL each key is
+    spread over a few ``shard`` rows so that concurrent transactions do not queue on one hot row; readers
+    sum the shards."""
+
+    __tablename__ = "job_counts"
+
+    owner: Mapped[str] = mapped_column(String(64), primary_key=True)
+    type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    priority: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class LoginAttempt(Base):

@@ -352,6 +352,16 @@ def document() -> dict[str, Any]:
                     },
                 },
             },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics (the metrics token or an admin key)",
+                    "responses": {
+                        "200": {"description": "Prometheus text exposition", "content": {"text/plain": {}}},
+                        "401": _problem("Missing or unknown credential"),
+                        "403": _problem("Not an admin key"),
+                    },
+                },
+            },
             "/openapi.json": {
                 "get": {
                     "summary": "This document",

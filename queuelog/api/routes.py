@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 from functools import wraps
 from typing import Any
@@ -33,6 +34,7 @@ bp = Blueprint("api", __name__)
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_COMPLETE = 100
 MAX_WAIT_SECONDS = 20
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the Prometheus text format
 
 STATUS_OF = {
     "not-found": 404,
@@ -430,6 +432,28 @@ def healthz():
         current_app.logger.warning("health check failed: %s", exc)
         return _json({"status": "unavailable"}, 503)
     return _json({"status": "ok"})
+
+
+@bp.get("/metrics")
+def metrics_endpoint():
+    """Prometheus metrics, for a metrics token (QUEUELOG_METRICS_TOKEN) or an admin's key."""
+    from queuelog.metrics import exposition
+
+    header = request.headers.get("Authorization", "")
+    scheme, _, credential = header.partition(" ")
+    token = current_app.config["QUEUELOG"]["METRICS_TOKEN"]
+    if not (
+        token
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(credential.strip().encode(), token.encode())
+    ):
+        principal = _principal()
+        if not principal.is_admin:
+            raise ApiError(403, "forbidden", "metrics need the metrics token or an admin's key")
+    db = current_app.extensions["queuelog"]["db"]
+    response = Response(exposition(db))
+    response.headers["Content-Type"] = CONTENT_TYPE
+    return response
 
 
 @bp.get("/openapi.json")

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+from queuelog import metrics
 from queuelog.db import Database
 from queuelog.models import utcnow
 from queuelog.queue.dialects import JOB_COLUMNS, dialect_for
@@ -190,6 +191,7 @@ class Queue:
                 events.append(_event_row(job["id"], ts, "enqueued", owner, 0))
             self._event(cur, events)
         if events:
+            metrics.ENQUEUED.inc(len(events))
             self._notify_arrival()
         return out
 
@@ -226,8 +228,9 @@ class Queue:
         }
         if type_list:
             params["types"] = d.types(type_list)
+        started = time.perf_counter()
         with self.db.cursor(write=True) as cur:
-            self._expire(cur, now)
+            expired = self._expire(cur, now)
             cur.execute(self._claim[bool(type_list)], params)
             rows = cur.fetchall()
             jobs = sorted(
@@ -235,6 +238,9 @@ class Queue:
                 key=lambda job: (-job["priority"], job["available_at"], job["id"]),
             )
             self._event(cur, [_event_row(j["id"], ts, "claimed", worker, j["retry_count"] + 1) for j in jobs])
+        metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
+        metrics.CLAIMED.inc(len(jobs))
+        _count_expired(expired)
         return jobs
 
     def claim_wait(
@@ -303,6 +309,7 @@ class Queue:
         with self.db.cursor(write=True) as cur:
             job = self._held(cur, job_id, "complete", params)
             self._event(cur, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
+        metrics.COMPLETED.inc()
         return job
 
     def complete_many(
@@ -357,6 +364,7 @@ class Queue:
                 cur,
                 [_event_row(j["id"], ts, "completed", worker, j["retry_count"] + 1) for j in done.values()],
             )
+        metrics.COMPLETED.inc(len(done))
         return out
 
     def heartbeat(self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None) -> dict:
@@ -396,6 +404,7 @@ class Queue:
             attempt = job["retry_count"] + (0 if job["status"] == "pending" else 1)
             event = "retry_scheduled" if job["status"] == "pending" else "failed"
             self._event(cur, [_event_row(job_id, ts, event, worker, attempt, error)])
+        (metrics.RETRIED if job["status"] == "pending" else metrics.FAILED).inc()
         return job
 
     def _schedule_retry(self, cur: Any, job: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -415,7 +424,9 @@ class Queue:
     def expire_leases(self) -> list[dict[str, Any]]:
         """Settle every job whose lease has run out; returns them as they now are."""
         with self.db.cursor(write=True) as cur:
-            return self._expire(cur, self.clock())
+            expired = self._expire(cur, self.clock())
+        _count_expired(expired)
+        return expired
 
     def _expire(self, cur: Any, now: datetime) -> list[dict[str, Any]]:
         ts = self.d.time(now)
@@ -471,6 +482,7 @@ class Queue:
                 )
             job = self.d.job(row)
             self._event(cur, [_event_row(job_id, ts, "retried", actor, 0)])
+        metrics.RETRIED.inc()
         self._notify_arrival()
         return job
 
@@ -538,6 +550,14 @@ class Queue:
             cur.execute(self.d.sql(sql), params)
             rows = cur.fetchall()
         return [self.d.job(row) for row in rows]
+
+
+def _count_expired(jobs: list[dict[str, Any]]) -> None:
+    if jobs:
+        metrics.EXPIRED.inc(len(jobs))
+        requeued = sum(1 for job in jobs if job["status"] == "pending")
+        metrics.RETRIED.inc(requeued)
+        metrics.FAILED.inc(len(jobs) - requeued)
 
 
 def statements(dialect) -> dict[str, str]:

@@ -68,23 +68,29 @@ class QueueStats:
         """Counts by status, pending by priority, the oldest pending job's creation, and per-minute
         completions and failures over the last hour."""
         now = now or self.queue.clock()
-        where, params = ("WHERE owner = :owner", {"owner": owner}) if owner else ("", {})
+        params = {"owner": owner} if owner else {}
+        mine = " AND owner = :owner" if owner else ""
         by_status = dict.fromkeys(STATUSES, 0)
-        for status, count in self._rows(f"SELECT status, count(*) FROM jobs {where} GROUP BY status", params):
-            by_status[status] = count
-        pending_where = "WHERE status = 'pending'" + (" AND owner = :owner" if owner else "")
         by_priority = {name: 0 for name in PRIORITY_NAMES.values()}
-        for priority, count in self._rows(
-            f"SELECT priority, count(*) FROM jobs {pending_where} GROUP BY priority", params
+        # job_counts is kept by triggers: a few rows, whatever the size of the jobs table.
+        for status, priority, count in self._rows(
+            f"SELECT status, priority, sum(n) FROM job_counts WHERE 1 = 1{mine} GROUP BY status, priority",
+            params,
         ):
-            by_priority[PRIORITY_NAMES.get(priority, str(priority))] = count
-        oldest = self._rows(f"SELECT min(created_at) FROM jobs {pending_where}", params)[0][0]
+            by_status[status] = by_status.get(status, 0) + int(count)
+            if status == "pending":
+                name = PRIORITY_NAMES.get(priority, str(priority))
+                by_priority[name] = by_priority.get(name, 0) + int(count)
+        # Ids grow with time, so the lowest pending id is the oldest pending job (an index seek).
+        oldest_rows = self._rows(
+            f"SELECT created_at FROM jobs WHERE status = 'pending'{mine} ORDER BY id LIMIT 1", params
+        )
+        oldest = oldest_rows[0][0] if oldest_rows else None
         since = now - timedelta(minutes=60)
         minute = _MINUTE[self.db.dialect]
-        owner_filter = " AND owner = :owner" if owner else ""
         rows = self._rows(
             f"SELECT status, {minute} AS minute, count(*) FROM jobs WHERE status IN ('completed', 'failed')"
-            f" AND finished_at >= :since{owner_filter} GROUP BY status, {minute}",
+            f" AND finished_at >= :since{mine} GROUP BY status, {minute}",
             {**params, "since": self.d.time(since)},
         )
         per_minute = {(status, label): count for status, label, count in rows}

@@ -146,7 +146,8 @@ def test_admin_manages_users(app, admin_browser):
     admin_browser.submit("/admin/users", "/admin/users/carol/deactivate")
     page = admin_browser.get("/admin/users").get_data(as_text=True)
     assert re.search(
-        r"<td class=\"data\">carol</td>\s*<td>admin</td>\s*<td><span class=\"badge badge-cancelled\">deactivated", page
+        r"<td class=\"data\">carol</td>\s*<td>admin</td>\s*<td><span class=\"badge badge-cancelled\">deactivated",
+        page,
     )
     short = admin_browser.submit("/admin/users", username="dave", role="producer", password="short")
     assert short.status_code == 422
