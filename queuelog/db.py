@@ -79,7 +79,7 @@ class Database:
                 dbapi_conn.commit()
         except self._unavailable as exc:
             _rollback(dbapi_conn)
-            raise DatabaseUnavailable(str(exc)) from exc
+            raise DatabaseUnavailable(str(exc), conflict=_is_conflict(exc)) from exc
         except BaseException:
             _rollback(dbapi_conn)
             raise
@@ -136,7 +136,20 @@ class Database:
 
 
 class DatabaseUnavailable(Exception):
-    """The database could not be reached, or stayed locked past the busy timeout."""
+    """The database could not be reached, or stayed locked past the busy timeout, or (``conflict``)
+    PostgreSQL rolled the transaction back to break a deadlock: then running it again is the cure."""
+
+    def __init__(self, message: str, *, conflict: bool = False):
+        super().__init__(message)
+        self.conflict = conflict
+
+
+def _is_conflict(exc: Exception) -> bool:
+    try:
+        from psycopg.errors import TransactionRollback  # deadlocks and serialization failures
+    except ImportError:
+        return False
+    return isinstance(exc, TransactionRollback)
 
 
 def _rollback(dbapi_conn) -> None:

@@ -20,12 +20,14 @@ from queuelog.bench.targets import Target
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = []
     for row in rows:
-        head = f"{row['scenario']:<8} {row['engine']:<10} {row['operation']:<40}"
+        head = f"{row['scenario']:<8} {row['engine']:<10} {row['operation']:<44}"
         if row["scenario"] == "core":
             lines.append(
                 f"{head} queuelog {row['queuelog_per_s']:>9,.0f}/s  raw {row['raw_per_s']:>9,.0f}/s"
                 f"  ratio {row['ratio']:.2f}x"
             )
+        elif row["scenario"] == "pages":
+            lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
@@ -39,10 +41,13 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="queuelog-bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=["core", "backlog", "http", "all"])
+    parser.add_argument("scenario", choices=["core", "backlog", "http", "pages", "all"])
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
         "--backlog", type=int, default=1_000_000, help="jobs in the big backlog (default 1,000,000)"
+    )
+    parser.add_argument(
+        "--pages-jobs", type=int, default=1_000_000, help="jobs in the table for pages (1,000,000)"
     )
     parser.add_argument("--batch", type=int, default=100, help="jobs per batch claim (default 100)")
     parser.add_argument(
@@ -68,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                     rows += scenario_core(target, args.jobs, args.batch)
                 if args.scenario in ("backlog", "all"):
                     rows += scenario_backlog(target, args.backlog)
+                if args.scenario in ("pages", "all"):
+                    from queuelog.bench.pages import scenario_pages
+
+                    rows += scenario_pages(target, args.pages_jobs)
                 if args.scenario in ("http", "all"):
                     from queuelog.bench.http import scenario_http
 

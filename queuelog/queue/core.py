@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cached_property
+from functools import cached_property, wraps
 from typing import Any
 
 from queuelog import metrics
-from queuelog.db import Database
+from queuelog.db import Database, DatabaseUnavailable
 from queuelog.models import utcnow
 from queuelog.queue.dialects import JOB_COLUMNS, dialect_for
 from queuelog.queue.errors import (
@@ -81,6 +81,25 @@ def backoff_seconds(
         return 0.0
     delay = min(cap, base * 2 ** max(0, retry_count - 1))
     return delay / 2 + rand() * delay / 2
+
+
+def _retry_conflicts(method):
+    """Run a one-transaction queue operation again when PostgreSQL aborted it to break a deadlock (rare:
+    counters are written in key order). The aborted transaction changed nothing, so running it again is
+    safe."""
+
+    @wraps(method)
+    def wrapper(self, *args, **kwargs):
+        for attempt in range(5):
+            try:
+                return method(self, *args, **kwargs)
+            except DatabaseUnavailable as exc:
+                if not exc.conflict or attempt == 4:
+                    raise
+                time.sleep(random.random() * 0.01 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return wrapper
 
 
 class Queue:
@@ -144,6 +163,7 @@ class Queue:
         """Add one job; returns ``(job, created)``. ``created`` is False when an idempotent replay matched."""
         return self.enqueue_many(owner, [spec])[0]
 
+    @_retry_conflicts
     def enqueue_many(self, owner: str, specs: list[JobSpec]) -> list[tuple[dict[str, Any], bool]]:
         """Add jobs in one transaction: all of them, or none (the error names the index of the culprit)."""
         self.types.check(specs)
@@ -201,6 +221,7 @@ class Queue:
 
     # -- claim --------------------------------------------------------------------------------------
 
+    @_retry_conflicts
     def claim(
         self,
         worker: str,
@@ -293,6 +314,7 @@ class Queue:
             raise NotLeaseHolder(f"job {job_id} is {job['status']}, not leased to this worker")
         raise NotLeaseHolder(f"job {job_id} is leased to another worker or under another lease token")
 
+    @_retry_conflicts
     def complete(
         self, job_id: int, worker: str, lease_token: str, result_json: str | None = None
     ) -> dict[str, Any]:
@@ -312,6 +334,7 @@ class Queue:
         metrics.COMPLETED.inc()
         return job
 
+    @_retry_conflicts
     def complete_many(
         self, worker: str, items: list[tuple[int, str, str | None]]
     ) -> list[tuple[int, dict[str, Any] | QueueError]]:
@@ -367,6 +390,7 @@ class Queue:
         metrics.COMPLETED.inc(len(done))
         return out
 
+    @_retry_conflicts
     def heartbeat(self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None) -> dict:
         """Extend a held job's lease to now + ``lease_seconds``."""
         d = self.d
@@ -377,6 +401,7 @@ class Queue:
         with self.db.cursor(write=True) as cur:
             return self._held(cur, job_id, "heartbeat", params)
 
+    @_retry_conflicts
     def fail(
         self, job_id: int, worker: str, lease_token: str, error: str, *, retryable: bool = True
     ) -> dict[str, Any]:
@@ -421,6 +446,7 @@ class Queue:
 
     # -- leases -------------------------------------------------------------------------------------
 
+    @_retry_conflicts
     def expire_leases(self) -> list[dict[str, Any]]:
         """Settle every job whose lease has run out; returns them as they now are."""
         with self.db.cursor(write=True) as cur:
@@ -453,6 +479,7 @@ class Queue:
 
     # -- people's actions ---------------------------------------------------------------------------
 
+    @_retry_conflicts
     def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> dict[str, Any]:
         """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
         ts = self.d.time(self.clock())
@@ -470,6 +497,7 @@ class Queue:
             self._event(cur, [_event_row(job_id, ts, "cancelled", actor, job["retry_count"])])
         return job
 
+    @_retry_conflicts
     def retry(self, job_id: int, actor: str) -> dict[str, Any]:
         """Put a failed or cancelled job back to pending now, with its retry count reset (admins)."""
         ts = self.d.time(self.clock())
@@ -488,6 +516,7 @@ class Queue:
 
     # -- retention ----------------------------------------------------------------------------------
 
+    @_retry_conflicts
     def prune(self, older_than: timedelta, *, batch: int = 1000) -> int:
         """Delete finished jobs (completed, failed, cancelled) that finished more than ``older_than`` ago,
         with their events, in short transactions of ``batch`` jobs. Pending and running jobs are never
@@ -500,7 +529,12 @@ class Queue:
                 deleted = cur.rowcount
             total += deleted
             if deleted < batch:
-                return total
+                break
+        # The dashboard's per-minute throughput needs only the last hour; keep a day of it.
+        with self.db.cursor(write=True) as cur:
+            day_ago = (self.clock() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+            cur.execute(self._sql["prune_throughput"], {"minute": day_ago})
+        return total
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -611,6 +645,7 @@ _STATEMENTS = {
         "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
         " AND finished_at < :cutoff LIMIT :batch)"
     ),
+    "prune_throughput": "DELETE FROM job_throughput WHERE minute < :minute",
     "set_available": "UPDATE jobs SET available_at = :available_at WHERE id = :id",
     # An expired lease counts as a retryable failure by the system.
     "expire": (

@@ -1,4 +1,4 @@
-"""job counts kept by triggers; indexes for the errors page and type filters
+"""job counts and per-minute throughput kept by triggers; indexes for the errors page and type filters
 
 Revision ID: 0003
 Revises: 0002
@@ -26,38 +26,69 @@ SQLITE_TRIGGERS = [
         VALUES (NEW.owner, NEW.type, NEW.priority, NEW.status, 0, 1)
         ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = n + 1;
     END""",
+    """CREATE TRIGGER jobs_throughput AFTER UPDATE OF status ON jobs
+        WHEN OLD.status <> NEW.status AND NEW.status IN ('completed', 'failed') AND NEW.finished_at IS NOT NULL
+    BEGIN
+        INSERT INTO job_throughput (minute, owner, status, shard, n)
+        VALUES (substr(NEW.finished_at, 1, 16), NEW.owner, NEW.status, 0, 1)
+        ON CONFLICT (minute, owner, status, shard) DO UPDATE SET n = n + 1;
+    END""",
     """CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
         UPDATE job_counts SET n = n - 1 WHERE owner = OLD.owner AND type = OLD.type
             AND priority = OLD.priority AND status = OLD.status AND shard = 0;
     END""",
 ]
 
-# A row trigger; each change is counted in one of 8 shards picked at random, so that concurrent claims
-# and completions rarely wait for the same counter row. Readers sum the shards.
-POSTGRES_FUNCTION = """
-CREATE FUNCTION queuelog_count_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+# Statement-level triggers with transition tables: one statement (a batch claim of 100, say) adds its
+# changes up per key and writes each counter once, in key order, so that concurrent transactions take the
+# counter rows' locks in the same order. Each statement counts into one of 8 shards picked at random, so
+# that concurrent transactions rarely wait for the same row. Readers sum the shards.
+_DELTAS = {
+    "insert": "SELECT owner, type, priority, status, 1 AS delta FROM new_rows",
+    "delete": "SELECT owner, type, priority, status, -1 AS delta FROM old_rows",
+    "update": (
+        "SELECT o.owner, o.type, o.priority, o.status, -1 AS delta FROM old_rows o"
+        " JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status"
+        " UNION ALL SELECT n.owner, n.type, n.priority, n.status, 1 FROM old_rows o"
+        " JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status"
+    ),
+}
+_THROUGHPUT = """
+    INSERT INTO job_throughput (minute, owner, status, shard, n)
+    SELECT to_char(n.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), n.owner, n.status, s, count(*)
+    FROM old_rows o JOIN new_rows n ON n.id = o.id
+    WHERE o.status <> n.status AND n.status IN ('completed', 'failed') AND n.finished_at IS NOT NULL
+    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (minute, owner, status, shard) DO UPDATE SET n = job_throughput.n + excluded.n;
+"""
+
+
+def _postgres_function(event: str) -> str:
+    return f"""
+CREATE FUNCTION queuelog_count_{event}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s smallint := floor(random() * 8)::smallint;
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        IF TG_OP = 'DELETE' OR OLD.status IS DISTINCT FROM NEW.status THEN
-            INSERT INTO job_counts (owner, type, priority, status, shard, n)
-            VALUES (OLD.owner, OLD.type, OLD.priority, OLD.status, s, -1)
-            ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = job_counts.n - 1;
-        END IF;
-    END IF;
-    IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND OLD.status IS DISTINCT FROM NEW.status) THEN
-        INSERT INTO job_counts (owner, type, priority, status, shard, n)
-        VALUES (NEW.owner, NEW.type, NEW.priority, NEW.status, s, 1)
-        ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = job_counts.n + 1;
-    END IF;
+    INSERT INTO job_counts (owner, type, priority, status, shard, n)
+    SELECT owner, type, priority, status, s, sum(delta) FROM ({_DELTAS[event]}) AS d
+    GROUP BY owner, type, priority, status ORDER BY owner, type, priority, status
+    ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = job_counts.n + excluded.n;
+    {_THROUGHPUT if event == "update" else ""}
     RETURN NULL;
 END $$
 """
-POSTGRES_TRIGGER = """
-CREATE TRIGGER jobs_count AFTER INSERT OR DELETE OR UPDATE OF status ON jobs
-FOR EACH ROW EXECUTE FUNCTION queuelog_count_jobs()
-"""
+
+
+def _postgres_trigger(event: str) -> str:
+    tables = {
+        "insert": "NEW TABLE AS new_rows",
+        "delete": "OLD TABLE AS old_rows",
+        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    }[event]
+    return (
+        f"CREATE TRIGGER jobs_count_{event} AFTER {event.upper()} ON jobs REFERENCING {tables}"
+        f" FOR EACH STATEMENT EXECUTE FUNCTION queuelog_count_{event}()"
+    )
 
 
 def upgrade() -> None:
@@ -70,6 +101,15 @@ def upgrade() -> None:
         sa.Column("shard", sa.SmallInteger(), nullable=False),
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("owner", "type", "priority", "status", "shard", name=op.f("pk_job_counts")),
+    )
+    op.create_table(
+        "job_throughput",
+        sa.Column("minute", sa.String(length=16), nullable=False),
+        sa.Column("owner", sa.String(length=64), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("shard", sa.SmallInteger(), nullable=False),
+        sa.Column("n", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("minute", "owner", "status", "shard", name=op.f("pk_job_throughput")),
     )
     op.create_index("ix_jobs_type_id", "jobs", ["type", "id"], unique=False)
     op.create_index(
@@ -86,8 +126,9 @@ def upgrade() -> None:
         " SELECT owner, type, priority, status, 0, count(*) FROM jobs GROUP BY owner, type, priority, status"
     )
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(POSTGRES_FUNCTION)
-        op.execute(POSTGRES_TRIGGER)
+        for event in ("insert", "update", "delete"):
+            op.execute(_postgres_function(event))
+            op.execute(_postgres_trigger(event))
     else:
         for trigger in SQLITE_TRIGGERS:
             op.execute(trigger)
@@ -95,11 +136,13 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP TRIGGER jobs_count ON jobs")
-        op.execute("DROP FUNCTION queuelog_count_jobs()")
+        for event in ("insert", "update", "delete"):
+            op.execute(f"DROP TRIGGER jobs_count_{event} ON jobs")
+            op.execute(f"DROP FUNCTION queuelog_count_{event}()")
     else:
-        for name in ("jobs_count_insert", "jobs_count_update", "jobs_count_delete"):
+        for name in ("jobs_count_insert", "jobs_count_update", "jobs_count_delete", "jobs_throughput"):
             op.execute(f"DROP TRIGGER {name}")
     op.drop_index("ix_job_events_failures", table_name="job_events")
     op.drop_index("ix_jobs_type_id", table_name="jobs")
+    op.drop_table("job_throughput")
     op.drop_table("job_counts")
