@@ -56,7 +56,7 @@ class Database:
     def parse_time(self, value: Any) -> datetime | None:
         """A timestamp as the driver returns it, made an aware UTC datetime (SQLite returns text)."""
         if isinstance(value, str):
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+            return datetime.fromisoformat(value + "+00:00")
         return None if value is None else value.astimezone(UTC)
 
     @contextmanager

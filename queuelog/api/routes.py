@@ -6,7 +6,7 @@ import base64
 import binascii
 import hmac
 import json
-from functools import wraps
+from functools import lru_cache, wraps
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, request, url_for
@@ -119,10 +119,12 @@ def requires(*allowed: str):
 # -- rendering ----------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def _time(value) -> str | None:
+    # Cached: a batch of jobs shares most of its timestamps (claimed, updated, lease expiry).
     if value is None:
         return None
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
 
 
 def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:

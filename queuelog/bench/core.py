@@ -183,25 +183,9 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         now = d.time(utcnow())
         target.begin(cur)
         ids = [row[0] for row in rows]
-        if d.COMPLETE_MANY is not None:
-            cur.execute(
-                d.COMPLETE_MANY,
-                {
-                    "worker": WORKER,
-                    "now": now,
-                    "ids": ids,
-                    "tokens": [TOKEN] * len(ids),
-                    "results": [None] * len(ids),
-                },
-            )
-            cur.fetchall()
-        else:
-            for job_id in ids:
-                cur.execute(
-                    sql["complete"],
-                    {"id": job_id, "worker": WORKER, "token": TOKEN, "now": now, "result": None},
-                )
-                cur.fetchall()
+        items = [(job_id, TOKEN, None) for job_id in ids]
+        cur.execute(d.COMPLETE_MANY, {"worker": WORKER, "now": now, **d.complete_many_params(items)})
+        cur.fetchall()
         cur.executemany(sql["event"], [event(job_id, now, "completed", 1) for job_id in ids])
         conn.commit()
         done += len(ids)

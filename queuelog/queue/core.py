@@ -344,30 +344,8 @@ class Queue:
         ts = d.time(self.clock())
         done: dict[int, dict[str, Any]] = {}
         with self.db.cursor(write=True) as cur:
-            if d.COMPLETE_MANY is not None:
-                cur.execute(
-                    d.COMPLETE_MANY,
-                    {
-                        "worker": worker,
-                        "now": ts,
-                        "ids": [i for i, _, _ in items],
-                        "tokens": [t for _, t, _ in items],
-                        "results": [r for _, _, r in items],
-                    },
-                )
-                done = {job["id"]: job for job in map(d.job, cur.fetchall())}
-            else:
-                for job_id, token, result_json in items:
-                    params = {
-                        "id": job_id,
-                        "worker": worker,
-                        "token": token,
-                        "now": ts,
-                        "result": result_json,
-                    }
-                    row = self._one(cur, "complete", params)
-                    if row is not None:
-                        done[job_id] = d.job(row)
+            cur.execute(d.COMPLETE_MANY, {"worker": worker, "now": ts, **d.complete_many_params(items)})
+            done = {job["id"]: job for job in map(d.job, cur.fetchall())}
             out: list[tuple[int, dict[str, Any] | QueueError]] = []
             for job_id, _, _ in items:
                 if job_id in done:

@@ -117,6 +117,16 @@ def test_worker_runs_handlers_reports_results_and_failures(app, keys, live_serve
     assert jobs[permanent["id"]]["status"] == "failed" and jobs[permanent["id"]]["retry_count"] == 0
     assert "PermanentFailure: bad address" in jobs[permanent["id"]]["error"]
 
+    rss_kb = int(
+        next(
+            line
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            if line.startswith("VmRSS:")
+        ).split()[1]
+    )
+    assert rss_kb < 60 * 1024, (
+        f"the worker uses {rss_kb // 1024} MB"
+    )  # it imports neither Flask nor SQLAlchemy
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
 

@@ -1,0 +1,54 @@
+"""queuelog-bench runs end to end in a small mode, so that it cannot rot unnoticed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PG_URL, ROOT
+
+
+def run_bench(*args: str) -> list[dict]:
+    result = subprocess.run(
+        [sys.executable, "-m", "queuelog.bench", *args, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def engines() -> list[str]:
+    return ["--sqlite"] + (["--no-sqlite", "--postgres-url", PG_URL] if PG_URL else [])
+
+
+@pytest.mark.parametrize("scenario", ["core", "backlog", "pages"])
+def test_in_process_scenarios(scenario):
+    args = [scenario, "--jobs", "300", "--backlog", "3000", "--pages-jobs", "3000", "--batch", "50"]
+    rows = run_bench(*args) + (run_bench(*args, "--no-sqlite", "--postgres-url", PG_URL) if PG_URL else [])
+    assert {row["engine"] for row in rows} == ({"sqlite", "postgresql"} if PG_URL else {"sqlite"})
+    for row in rows:
+        assert row["scenario"] == scenario
+        if scenario == "core":
+            assert row["queuelog_per_s"] > 0 and row["raw_per_s"] > 0 and row["ratio"] > 0
+        else:
+            assert row["p50_ms"] > 0
+    if scenario == "core":
+        assert {row["operation"] for row in rows} == {"enqueue", "claim_complete", "batch_50"}
+
+
+def test_http_scenario():
+    rows = run_bench("http", "--jobs", "200", "--clients", "2", "--workers", "1", "--threads", "4")
+    operations = [row["operation"] for row in rows]
+    assert operations[0].startswith("do-nothing")
+    assert len(rows) == 4
+    for row in rows:
+        assert row["errors_5xx"] == 0
+        assert row["requests_per_s"] > 0
+    assert rows[1]["jobs"] == 200 and rows[2]["jobs"] == 200 + 40  # the enqueue warm-up adds n/5 jobs
+    assert 0 < rows[-1]["server_max_rss_mb"] < 400
