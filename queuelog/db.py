@@ -38,9 +38,9 @@ class Database:
             self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=max_overflow)
             _sqlite_setup(self.engine, busy_timeout_ms)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True
-            )
+            # No pre-ping: it would add a round trip to every operation. A connection that died with the
+            # server fails its next use once (503, which workers retry) and is dropped from the pool.
+            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=max_overflow)
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
@@ -60,22 +60,28 @@ class Database:
         return None if value is None else value.astimezone(UTC)
 
     @contextmanager
-    def cursor(self, *, write: bool = False) -> Iterator[Any]:
+    def cursor(self, *, write: bool = False, autocommit: bool = False) -> Iterator[Any]:
         """A DB-API cursor on a pooled connection, for the queue layer's hot path.
 
         With ``write=True`` the block is one transaction (``BEGIN IMMEDIATE`` on SQLite), committed when it
         ends without an error and rolled back otherwise. Skipping SQLAlchemy's result machinery here is
         worth about 2x on claim+complete (see ``queuelog-bench core``). Driver errors that mean "cannot
         reach or lock the database" come out as ``DatabaseUnavailable``.
+
+        ``autocommit=True`` (PostgreSQL; ignored on SQLite) makes each statement its own transaction: for
+        blocks whose writes are single self-contained statements it saves the BEGIN and COMMIT round trips.
         """
         conn = self.engine.raw_connection()
         dbapi_conn = conn.driver_connection
+        autocommit = autocommit and self.dialect == "postgresql"
         try:
+            if autocommit:
+                dbapi_conn.autocommit = True
             cur = dbapi_conn.cursor()
             if self.dialect == "sqlite" and write:
                 cur.execute("BEGIN IMMEDIATE")
             yield cur
-            if self.dialect != "sqlite" or dbapi_conn.in_transaction:
+            if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
                 dbapi_conn.commit()
         except self._unavailable as exc:
             _rollback(dbapi_conn)
@@ -84,6 +90,11 @@ class Database:
             _rollback(dbapi_conn)
             raise
         finally:
+            if autocommit:
+                try:
+                    dbapi_conn.autocommit = False
+                except Exception:  # a broken connection: the pool's reset will discard it
+                    conn.invalidate()
             conn.close()  # back to the pool
 
     @contextmanager

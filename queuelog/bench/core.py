@@ -77,28 +77,35 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
 
 
 def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
-    """The queue layer's statements through the driver alone: the floor to compare with."""
+    """The queue layer's statements through the driver alone: the floor to compare with.
+
+    Like the queue layer: on SQLite each operation is one BEGIN IMMEDIATE transaction that adds the
+    history rows; on PostgreSQL each is one autocommitted statement that writes its history rows itself.
+    """
     d = target.dialect
     sql = statements(d)
-    claim = d.sql(d.CLAIM[False])
+    claim = sql["claim"] if d.SELF_LOGGING else d.sql(d.CLAIM[False])
     conn = target.raw_connect(url)
+    if d.SELF_LOGGING:
+        conn.autocommit = True
     cur = conn.cursor()
     specs = [_spec(i) for i in range(n)]
 
-    def event(job_id: int, now: Any, name: str, attempt: int) -> dict[str, Any]:
-        return {
-            "job_id": job_id,
-            "at": now,
-            "event": name,
-            "actor": WORKER,
-            "attempt": attempt,
-            "error": None,
-        }
-
-    start = time.perf_counter()
-    for spec in specs:
-        now = d.time(utcnow())
+    def begin() -> None:
         target.begin(cur)
+
+    def finish(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
+        if not d.SELF_LOGGING:
+            rows = [
+                {"job_id": i, "at": now, "event": name, "actor": WORKER, "attempt": attempt, "error": None}
+                for i in job_ids
+            ]
+            cur.executemany(sql["event"], rows) if len(rows) > 1 else rows and cur.execute(
+                sql["event"], rows[0]
+            )
+            conn.commit()
+
+    def insert(spec: JobSpec, now: Any) -> int:
         cur.execute(
             sql["insert"],
             {
@@ -113,81 +120,71 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
                 "now": now,
             },
         )
-        job_id = cur.fetchall()[0][0]
-        cur.execute(sql["event"], event(job_id, now, "enqueued", 0))
-        conn.commit()
+        return cur.fetchall()[0][0]
+
+    start = time.perf_counter()
+    for spec in specs:
+        now = d.time(utcnow())
+        begin()
+        finish([insert(spec, now)], now, "enqueued", 0)
     enqueue = time.perf_counter() - start
 
     def claim_some(limit: int) -> list[Any]:
         moment = utcnow()
         now = d.time(moment)
-        target.begin(cur)
-        cur.execute(sql["expire"], {"now": now, "error": "lease expired"})
-        cur.fetchall()
-        cur.execute(
-            claim,
-            {
-                "now": now,
-                "limit": limit,
-                "true": True,
-                "worker": WORKER,
-                "token": TOKEN,
-                "expires": d.time(moment + timedelta(seconds=300)),
-            },
-        )
-        rows = cur.fetchall()
-        if rows:
-            events = [event(row[0], now, "claimed", 1) for row in rows]
-            cur.execute(sql["event"], events[0]) if len(events) == 1 else cur.executemany(
-                sql["event"], events
-            )
-        conn.commit()
+        params = {
+            "now": now,
+            "limit": limit,
+            "true": True,
+            "worker": WORKER,
+            "token": TOKEN,
+            "expires": d.time(moment + timedelta(seconds=300)),
+            "error": "lease expired",
+            "base": 0,
+            "cap": 0,
+        }
+        begin()
+        if d.SELF_LOGGING:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
+            cur.execute(claim, params)
+            rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
+        else:
+            cur.execute(sql["expire"], params)
+            cur.fetchall()
+            cur.execute(claim, params)
+            rows = cur.fetchall()
+        finish([row[0] for row in rows], now, "claimed", 1)
+        if not rows and not d.SELF_LOGGING:
+            conn.commit()
         return rows
 
     start = time.perf_counter()
     done = 0
     while rows := claim_some(1):
         now = d.time(utcnow())
-        target.begin(cur)
+        begin()
         cur.execute(
             sql["complete"], {"id": rows[0][0], "worker": WORKER, "token": TOKEN, "now": now, "result": None}
         )
         cur.fetchall()
-        cur.execute(sql["event"], event(rows[0][0], now, "completed", 1))
-        conn.commit()
+        finish([rows[0][0]], now, "completed", 1)
         done += 1
     cycle = time.perf_counter() - start
     assert done == n
 
-    for spec in specs:  # refill (not timed) through the same insert
+    for spec in specs:  # refill (not timed)
         now = d.time(utcnow())
-        cur.execute(
-            sql["insert"],
-            {
-                "type": spec.type,
-                "payload": d.json(spec.payload_json),
-                "priority": 0,
-                "max_retries": 3,
-                "key": None,
-                "fingerprint": None,
-                "owner": "bench",
-                "available_at": now,
-                "now": now,
-            },
-        )
-        cur.fetchall()
-    conn.commit()
+        begin()
+        finish([insert(spec, now)], now, "enqueued", 0)
     start = time.perf_counter()
     done = 0
     while rows := claim_some(batch):
         now = d.time(utcnow())
-        target.begin(cur)
+        begin()
         ids = [row[0] for row in rows]
         items = [(job_id, TOKEN, None) for job_id in ids]
         cur.execute(d.COMPLETE_MANY, {"worker": WORKER, "now": now, **d.complete_many_params(items)})
         cur.fetchall()
-        cur.executemany(sql["event"], [event(job_id, now, "completed", 1) for job_id in ids])
-        conn.commit()
+        finish(ids, now, "completed", 1)
         done += len(ids)
     batched = time.perf_counter() - start
     assert done == n

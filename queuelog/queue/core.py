@@ -30,6 +30,7 @@ from queuelog.queue.errors import (
     NotLeaseHolder,
     QueueError,
 )
+from queuelog.queue.statements import statements
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
 
@@ -125,7 +126,7 @@ class Queue:
         self.rand = rand
         self.types = JobTypeRules(db)
         self._sql = statements(self.d)
-        self._claim = {typed: self.d.sql(text) for typed, text in self.d.CLAIM.items()}
+        self._claim = {typed: self.d.sql(text) for typed, text in getattr(self.d, "CLAIM", {}).items()}
         self._pick = {typed: self.d.sql(text) for typed, text in self.d.PICK.items()}
         self.poll_interval = poll_interval
         # Wakes long polls in this process as soon as a job is enqueued here; jobs enqueued by other
@@ -146,6 +147,8 @@ class Queue:
         return cur.fetchall()
 
     def _event(self, cur: Any, rows: list[dict[str, Any]]) -> None:
+        if self.d.SELF_LOGGING:
+            return  # PostgreSQL's statements wrote their history rows themselves
         if len(rows) == 1:
             cur.execute(self._sql["event"], rows[0])
         elif rows:
@@ -172,7 +175,8 @@ class Queue:
         ts = d.time(now)
         out: list[tuple[dict[str, Any], bool]] = []
         events: list[dict[str, Any]] = []
-        with self.db.cursor(write=True) as cur:
+        # One job is one statement on PostgreSQL (autocommitted); several need one transaction.
+        with self.db.cursor(write=True, autocommit=len(specs) == 1) as cur:
             for index, spec in enumerate(specs):
                 if spec.run_at is not None:
                     available = max(spec.run_at, now)
@@ -250,10 +254,17 @@ class Queue:
         if type_list:
             params["types"] = d.types(type_list)
         started = time.perf_counter()
-        with self.db.cursor(write=True) as cur:
-            expired = self._expire(cur, now)
-            cur.execute(self._claim[bool(type_list)], params)
-            rows = cur.fetchall()
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            if d.SELF_LOGGING:  # PostgreSQL: expiry, claim and history in one statement
+                params.update(error="lease expired", base=self.backoff_base, cap=self.backoff_max)
+                cur.execute(self._sql["claim_typed" if type_list else "claim"], params)
+                tagged = cur.fetchall()
+                rows = [row[1:] for row in tagged if row[0] == "claimed"]
+                expired = [d.job(row[1:]) for row in tagged if row[0] == "expired"]
+            else:
+                expired = self._expire(cur, now)
+                cur.execute(self._claim[bool(type_list)], params)
+                rows = cur.fetchall()
             jobs = sorted(
                 (d.job(row) for row in rows),
                 key=lambda job: (-job["priority"], job["available_at"], job["id"]),
@@ -328,7 +339,7 @@ class Queue:
             "now": ts,
             "result": d.json(result_json),
         }
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             job = self._held(cur, job_id, "complete", params)
             self._event(cur, [_event_row(job_id, ts, "completed", worker, job["retry_count"] + 1)])
         metrics.COMPLETED.inc()
@@ -343,7 +354,7 @@ class Queue:
         d = self.d
         ts = d.time(self.clock())
         done: dict[int, dict[str, Any]] = {}
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             cur.execute(d.COMPLETE_MANY, {"worker": worker, "now": ts, **d.complete_many_params(items)})
             done = {job["id"]: job for job in map(d.job, cur.fetchall())}
             out: list[tuple[int, dict[str, Any] | QueueError]] = []
@@ -376,7 +387,7 @@ class Queue:
         expires = now + timedelta(seconds=lease_seconds or self.lease_seconds)
         params = {"id": job_id, "worker": worker, "token": lease_token, "now": d.time(now)}
         params["expires"] = d.time(expires)
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             return self._held(cur, job_id, "heartbeat", params)
 
     @_retry_conflicts
@@ -400,8 +411,11 @@ class Queue:
             "now": ts,
             "retryable": int(retryable),
             "error": error,
+            "base": self.backoff_base,
+            "cap": self.backoff_max,
+            "jitter": self.rand(),
         }
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             job = self._held(cur, job_id, "fail", params)
             job = self._schedule_retry(cur, job, now)
             attempt = job["retry_count"] + (0 if job["status"] == "pending" else 1)
@@ -412,8 +426,8 @@ class Queue:
 
     def _schedule_retry(self, cur: Any, job: dict[str, Any], now: datetime) -> dict[str, Any]:
         """Push a job that just went back to pending into the future by the backoff for its retry count."""
-        if job["status"] != "pending":
-            return job
+        if self.d.SELF_LOGGING or job["status"] != "pending":
+            return job  # PostgreSQL's statements computed the backoff themselves
         delay = backoff_seconds(job["retry_count"], self.backoff_base, self.backoff_max, self.rand)
         if delay > 0:
             available = now + timedelta(seconds=delay)
@@ -427,14 +441,18 @@ class Queue:
     @_retry_conflicts
     def expire_leases(self) -> list[dict[str, Any]]:
         """Settle every job whose lease has run out; returns them as they now are."""
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             expired = self._expire(cur, self.clock())
         _count_expired(expired)
         return expired
 
     def _expire(self, cur: Any, now: datetime) -> list[dict[str, Any]]:
         ts = self.d.time(now)
-        rows = self._all(cur, "expire", {"now": ts, "error": "lease expired"})
+        rows = self._all(
+            cur,
+            "expire",
+            {"now": ts, "error": "lease expired", "base": self.backoff_base, "cap": self.backoff_max},
+        )
         jobs = []
         events = []
         for row in rows:
@@ -461,11 +479,11 @@ class Queue:
     def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> dict[str, Any]:
         """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
         ts = self.d.time(self.clock())
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             if owner is None:
-                row = self._one(cur, "cancel", {"id": job_id, "now": ts})
+                row = self._one(cur, "cancel", {"id": job_id, "now": ts, "actor": actor})
             else:
-                row = self._one(cur, "cancel_own", {"id": job_id, "now": ts, "owner": owner})
+                row = self._one(cur, "cancel_own", {"id": job_id, "now": ts, "owner": owner, "actor": actor})
             if row is None:
                 job = self._locate(cur, job_id)
                 if owner is not None and job["owner"] != owner:
@@ -479,8 +497,8 @@ class Queue:
     def retry(self, job_id: int, actor: str) -> dict[str, Any]:
         """Put a failed or cancelled job back to pending now, with its retry count reset (admins)."""
         ts = self.d.time(self.clock())
-        with self.db.cursor(write=True) as cur:
-            row = self._one(cur, "retry", {"id": job_id, "now": ts})
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            row = self._one(cur, "retry", {"id": job_id, "now": ts, "actor": actor})
             if row is None:
                 job = self._locate(cur, job_id)
                 raise InvalidState(
@@ -502,14 +520,14 @@ class Queue:
         cutoff = self.d.time(self.clock() - older_than)
         total = 0
         while True:
-            with self.db.cursor(write=True) as cur:
+            with self.db.cursor(write=True, autocommit=True) as cur:
                 cur.execute(self._sql["prune"], {"cutoff": cutoff, "batch": batch})
                 deleted = cur.rowcount
             total += deleted
             if deleted < batch:
                 break
         # The dashboard's per-minute throughput needs only the last hour; keep a day of it.
-        with self.db.cursor(write=True) as cur:
+        with self.db.cursor(write=True, autocommit=True) as cur:
             day_ago = (self.clock() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
             cur.execute(self._sql["prune_throughput"], {"minute": day_ago})
         return total
@@ -572,78 +590,5 @@ def _count_expired(jobs: list[dict[str, Any]]) -> None:
         metrics.FAILED.inc(len(jobs) - requeued)
 
 
-def statements(dialect) -> dict[str, str]:
-    """The queue layer's statements, ready for ``dialect``'s driver."""
-    return {name: dialect.sql(text.format(**dialect.HINTS)) for name, text in _STATEMENTS.items()}
-
-
 def _event_row(job_id: int, at: Any, event: str, actor: str, attempt: int, error: str | None = None):
     return {"job_id": job_id, "at": at, "event": event, "actor": actor, "attempt": attempt, "error": error}
-
-
-_HOLDER = "id = :id AND status = 'running' AND worker_id = :worker AND lease_token = :token"
-_RETRYING = ":retryable = 1 AND retry_count < max_retries"
-
-_STATEMENTS = {
-    "get": f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id",
-    "by_key": f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND idempotency_key = :key",
-    "insert": (
-        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
-        " fingerprint, owner, available_at, created_at, updated_at) VALUES (:type, :payload, :priority,"
-        " 'pending', 0, :max_retries, :key, :fingerprint, :owner, :available_at, :now, :now)"
-        f" RETURNING {JOB_COLUMNS}"
-    ),
-    "insert_idempotent": (
-        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
-        " fingerprint, owner, available_at, created_at, updated_at) VALUES (:type, :payload, :priority,"
-        " 'pending', 0, :max_retries, :key, :fingerprint, :owner, :available_at, :now, :now)"
-        f" ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
-    ),
-    "event": (
-        "INSERT INTO job_events (job_id, at, event, actor, attempt, error)"
-        " VALUES (:job_id, :at, :event, :actor, :attempt, :error)"
-    ),
-    "events": "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = :job_id ORDER BY id",
-    "complete": (
-        "UPDATE jobs SET status = 'completed', result = :result, finished_at = :now, updated_at = :now,"
-        f" lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
-    ),
-    "heartbeat": (
-        f"UPDATE jobs SET lease_expires_at = :expires, updated_at = :now WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
-    ),
-    "fail": (
-        f"UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
-        f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
-        f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
-        " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
-        f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
-    ),
-    "lease_due": "SELECT id FROM jobs{lease_index} WHERE status = 'running' AND lease_expires_at < :now LIMIT 1",
-    "prune": (
-        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-        " AND finished_at < :cutoff LIMIT :batch)"
-    ),
-    "prune_throughput": "DELETE FROM job_throughput WHERE minute < :minute",
-    "set_available": "UPDATE jobs SET available_at = :available_at WHERE id = :id",
-    # An expired lease counts as a retryable failure by the system.
-    "expire": (
-        "UPDATE jobs{lease_index} SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
-        " finished_at = CASE WHEN retry_count < max_retries THEN NULL ELSE :now END,"
-        " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
-        " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
-        f" WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
-    ),
-    "cancel": (
-        "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
-        f" WHERE id = :id AND status = 'pending' RETURNING {JOB_COLUMNS}"
-    ),
-    "cancel_own": (
-        "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
-        f" WHERE id = :id AND status = 'pending' AND owner = :owner RETURNING {JOB_COLUMNS}"
-    ),
-    "retry": (
-        "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
-        " updated_at = :now WHERE id = :id AND status IN ('failed', 'cancelled')"
-        f" RETURNING {JOB_COLUMNS}"
-    ),
-}

@@ -50,6 +50,7 @@ class SQLiteDialect:
     # Without statistics SQLite prefers ix_jobs_status_id for `status = 'pending'` and then sorts every
     # pending row; naming the partial indexes keeps a claim's cost flat at any backlog (BASELINE.md).
     HINTS = _SQLITE_HINTS
+    SELF_LOGGING = False  # the queue layer adds history rows and backoff inside the transaction
 
     # `+status` keeps SQLite from choosing the status index for the outer condition: without statistics
     # it would otherwise walk every pending row (BASELINE.md). The write lock is already held (BEGIN
@@ -129,22 +130,20 @@ class PostgresDialect:
         typed: _PICK.format(claim_index="", types=" AND type = ANY(:types)" if typed else "")
         for typed in (False, True)
     }
-    CLAIM = {
-        typed: (
-            f"WITH picked AS ({pick} FOR UPDATE SKIP LOCKED) UPDATE jobs SET {_CLAIM_SET} FROM picked"
-            " WHERE jobs.id = picked.id RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
-        )
-        for typed, pick in PICK.items()
-    }
+    # The claim, with lease expiry and history rows, is one statement: see statements.POSTGRES["claim"].
+    SELF_LOGGING = True  # transitions write their own history rows (and compute their own backoff)
 
     # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name;
     # the holder guard is the same as for a single complete.
     COMPLETE_MANY = (
-        "UPDATE jobs SET status = 'completed', result = b.result::jsonb, finished_at = %(now)s,"
+        "WITH done AS (UPDATE jobs SET status = 'completed', result = b.result::jsonb, finished_at = %(now)s,"
         " updated_at = %(now)s, lease_token = NULL, lease_expires_at = NULL"
         " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
         " WHERE jobs.id = b.id AND jobs.status = 'running' AND jobs.worker_id = %(worker)s"
-        " AND jobs.lease_token = b.token RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
+        " AND jobs.lease_token = b.token RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS) + "),"
+        " logged AS (INSERT INTO job_events (job_id, at, event, actor, attempt, error)"
+        " SELECT id, %(now)s, 'completed', %(worker)s, retry_count + 1, NULL FROM done)"
+        f" SELECT {JOB_COLUMNS} FROM done"
     )
 
     @staticmethod
