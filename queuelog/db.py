@@ -9,6 +9,7 @@ with "database is locked" when a read transaction tries to become a write transa
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ class Database:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
         self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
+        self._sqlite_writer = threading.Lock()
 
     def sql(self, statement: str) -> str:
         """Rewrite ``:name`` parameters for this driver: sqlite3 takes them as they are, psycopg wants
@@ -71,6 +73,19 @@ class Database:
         ``autocommit=True`` (PostgreSQL; ignored on SQLite) makes each statement its own transaction: for
         blocks whose writes are single self-contained statements it saves the BEGIN and COMMIT round trips.
         """
+        if self.dialect == "sqlite" and write:
+            # SQLite has one writer at a time. Threads of this process queue on a lock, which hands over
+            # at once, instead of in SQLite's busy handler, which polls with growing sleeps; other
+            # processes still wait in the busy handler.
+            with self._sqlite_writer:
+                with self._cursor(write=True, autocommit=False) as cur:
+                    yield cur
+            return
+        with self._cursor(write=write, autocommit=autocommit) as cur:
+            yield cur
+
+    @contextmanager
+    def _cursor(self, *, write: bool, autocommit: bool) -> Iterator[Any]:
         conn = self.engine.raw_connection()
         dbapi_conn = conn.driver_connection
         autocommit = autocommit and self.dialect == "postgresql"
