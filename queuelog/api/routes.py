@@ -14,9 +14,10 @@ from sqlalchemy.exc import OperationalError
 
 from queuelog.api.problems import ApiError, invalid
 from queuelog.api.validation import (
+    batch_items,
     check_fields,
+    document_within_limits,
     int_in_range,
-    json_document,
     lease_token,
     parse_job,
     parse_priority,
@@ -181,27 +182,26 @@ def enqueue():
     body = read_body()
     spec = parse_job(body, header_key=request.headers.get("Idempotency-Key"))
     principal: Principal = g.principal
-    if spec.priority > principal.max_priority:
-        raise ApiError(403, "forbidden", "producers may enqueue low and medium priority only")
+    _check_ceiling(spec.priority, principal)
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job["id"])}
     return _json(job_json(job, principal), 201 if created else 200, location)
+
+
+def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None:
+    if priority > principal.max_priority:
+        raise ApiError(403, "forbidden", f"{where}producers may enqueue low and medium priority only")
 
 
 @bp.post("/jobs/batch")
 @requires("producer")
 def enqueue_batch():
     """Enqueue jobs."""
-    body = read_body()
-    check_fields(body, {"jobs"})
-    items = body.get("jobs")
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_ENQUEUE:
-        raise invalid("jobs", f"must be a list of 1 to {MAX_BATCH_ENQUEUE} job bodies")
+    items = batch_items(read_body(), MAX_BATCH_ENQUEUE, "job bodies")
     specs = [parse_job(item, prefix=f"jobs[{i}].") for i, item in enumerate(items)]
     principal: Principal = g.principal
     for i, spec in enumerate(specs):
-        if spec.priority > principal.max_priority:
-            raise ApiError(403, "forbidden", f"jobs[{i}]: producers may enqueue low and medium priority only")
+        _check_ceiling(spec.priority, principal, f"jobs[{i}]: ")
     results = queue().enqueue_many(principal.name, specs)
     return _json({"jobs": [job_json(job, principal) for job, _ in results]}, 201)
 
@@ -210,12 +210,7 @@ def enqueue_batch():
 @requires("worker")
 def complete_batch():
     """Complete jobs."""
-    body = read_body()
-    check_fields(body, {"jobs"})
-    items = body.get("jobs")
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_COMPLETE:
-        raise invalid("jobs", f"must be a list of 1 to {MAX_BATCH_COMPLETE} items")
-    config = current_app.config["QUEUELOG"]
+    items = batch_items(read_body(), MAX_BATCH_COMPLETE, "items")
     parsed: list[tuple[int, str, str | None]] = []
     for i, item in enumerate(items):
         prefix = f"jobs[{i}]."
@@ -223,17 +218,10 @@ def complete_batch():
             raise invalid(f"jobs[{i}]", "must be an object with id, lease_token and an optional result")
         check_fields(item, {"id", "lease_token", "result"}, prefix)
         job_id = int_in_range(item.get("id"), prefix + "id", 1, 2**63 - 1)
-        token = item.get("lease_token")
-        if not isinstance(token, str) or not 1 <= len(token) <= 64:
-            raise invalid(prefix + "lease_token", "must be a string of 1 to 64 characters")
-        result = None
-        if item.get("result") is not None:
-            result = json_document(
-                item["result"],
-                prefix + "result",
-                max_bytes=config["MAX_PAYLOAD_BYTES"],
-                max_depth=config["MAX_PAYLOAD_DEPTH"],
-            )
+        token = lease_token(item, prefix)
+        result = (
+            None if item.get("result") is None else document_within_limits(item["result"], prefix + "result")
+        )
         parsed.append((job_id, token, result))
     ids = [job_id for job_id, _, _ in parsed]
     if len(set(ids)) != len(ids):
@@ -354,15 +342,7 @@ def complete(job_id: int):
     body = read_body()
     check_fields(body, {"lease_token", "result"})
     token = lease_token(body)
-    result_json = None
-    if body.get("result") is not None:
-        config = current_app.config["QUEUELOG"]
-        result_json = json_document(
-            body["result"],
-            "result",
-            max_bytes=config["MAX_PAYLOAD_BYTES"],
-            max_depth=config["MAX_PAYLOAD_DEPTH"],
-        )
+    result_json = None if body.get("result") is None else document_within_limits(body["result"], "result")
     job = queue().complete(job_id, g.principal.name, token, result_json)
     return _json(job_json(job, g.principal))
 

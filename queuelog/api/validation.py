@@ -90,6 +90,23 @@ def json_document(value: Any, field: str, *, max_bytes: int, max_depth: int) -> 
     return text
 
 
+def document_within_limits(value: Any, field: str) -> str:
+    """A payload or result, checked against the configured size and depth limits."""
+    config = current_app.config["QUEUELOG"]
+    return json_document(
+        value, field, max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
+    )
+
+
+def batch_items(body: dict[str, Any], limit: int, what: str) -> list[Any]:
+    """The ``jobs`` list of a batch request: 1 to ``limit`` items, and no other field."""
+    check_fields(body, {"jobs"})
+    items = body.get("jobs")
+    if not isinstance(items, list) or not 1 <= len(items) <= limit:
+        raise invalid("jobs", f"must be a list of 1 to {limit} {what}")
+    return items
+
+
 def _check_string(text: str, field: str) -> None:
     if "\x00" in text:
         raise invalid(field, "strings may not contain the NUL character (\\u0000)")
@@ -132,17 +149,11 @@ def parse_job(body: Any, *, prefix: str = "", header_key: str | None = None) -> 
     if not isinstance(body, dict):
         raise invalid(prefix.rstrip(".") or "body", "must be a JSON object")
     check_fields(body, JOB_FIELDS, prefix)
-    config = current_app.config["QUEUELOG"]
     if "type" not in body:
         raise invalid(prefix + "type", "is required")
     job_type = printable(body["type"], prefix + "type", max_length=64)
     payload = body.get("payload", {})
-    payload_json = json_document(
-        payload,
-        prefix + "payload",
-        max_bytes=config["MAX_PAYLOAD_BYTES"],
-        max_depth=config["MAX_PAYLOAD_DEPTH"],
-    )
+    payload_json = document_within_limits(payload, prefix + "payload")
     priority = parse_priority(body.get("priority", "low"), prefix + "priority")
     max_retries = int_in_range(body.get("max_retries", 3), prefix + "max_retries", 0, MAX_RETRIES_LIMIT)
 
@@ -195,10 +206,10 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed
 
 
-def lease_token(body: dict[str, Any]) -> str:
+def lease_token(body: dict[str, Any], prefix: str = "") -> str:
     token = body.get("lease_token")
     if token is None:
-        raise invalid("lease_token", "is required")
+        raise invalid(prefix + "lease_token", "is required")
     if not isinstance(token, str) or not 1 <= len(token) <= 64:
-        raise invalid("lease_token", "must be a string of 1 to 64 characters")
+        raise invalid(prefix + "lease_token", "must be a string of 1 to 64 characters")
     return token
