@@ -2,7 +2,7 @@
 
 - ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), and batch
   claim of 100 + batch complete, each as jobs/s for queuelog and for the raw loop, with the ratio.
-- ``backlog``: claim latency p50/p99 with 1,000 and with N pending jobs, and 1,000 pending beside N finished.
+- ``backlog``: claim latency p50/p99 with 1,000, N/10 and N pending jobs, and 1,000 pending beside N finished.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from queuelog.bench.targets import Target, progress
 from queuelog.models import utcnow
 from queuelog.queue import JobSpec, Queue
-from queuelog.queue.core import statements
+from queuelog.queue.statements import statements
 
 WORKER = "bench-worker"
 TOKEN = "t" * 32
@@ -270,8 +270,10 @@ def claim_latency(queue: Queue, samples: int) -> dict[str, float]:
 
 def scenario_backlog(target: Target, big: int, samples: int = 500) -> list[dict[str, Any]]:
     out = []
+    middle = max(1000, big // 10)
     for label, pending, finished in (
         ("1,000 pending", 1000, 0),
+        (f"{middle:,} pending", middle, 0),
         (f"{big:,} pending", big, 0),
         (f"1,000 pending + {big:,} finished", 1000, big),
     ):

@@ -1,6 +1,6 @@
 """The queue layer: every job state change happens here (see ``core.py``)."""
 
-from queuelog.queue.core import MAX_ERROR_CHARS, JobSpec, Queue, backoff_seconds
+from queuelog.queue.core import MAX_ERROR_CHARS, Queue
 from queuelog.queue.errors import (
     IdempotencyKeyReused,
     InvalidState,
@@ -9,6 +9,7 @@ from queuelog.queue.errors import (
     NotLeaseHolder,
     QueueError,
 )
+from queuelog.queue.spec import JobSpec, backoff_seconds
 from queuelog.queue.types import JobTypeRules
 
 __all__ = [

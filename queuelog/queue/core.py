@@ -7,22 +7,19 @@ Each transition appends a row to ``job_events`` in the same transaction.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cached_property, wraps
+from functools import wraps
 from typing import Any
 
 from queuelog import metrics
 from queuelog.db import Database, DatabaseUnavailable
 from queuelog.models import utcnow
-from queuelog.queue.dialects import JOB_COLUMNS, dialect_for
+from queuelog.queue.dialects import dialect_for
 from queuelog.queue.errors import (
     IdempotencyKeyReused,
     InvalidState,
@@ -30,58 +27,13 @@ from queuelog.queue.errors import (
     NotLeaseHolder,
     QueueError,
 )
+from queuelog.queue.reads import QueueReads
+from queuelog.queue.spec import JobSpec, backoff_seconds
 from queuelog.queue.statements import statements
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
 
 MAX_ERROR_CHARS = 4096
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A validated request to enqueue one job. ``payload_json`` is ``payload`` serialized compactly."""
-
-    type: str
-    payload: dict[str, Any]
-    payload_json: str
-    priority: int = 0
-    max_retries: int = 3
-    idempotency_key: str | None = None
-    run_at: datetime | None = None
-    delay_seconds: float | None = None
-
-    @cached_property
-    def fingerprint(self) -> str:
-        # The parameters a repeated request must match (IETF Idempotency-Key draft): the delay as given,
-        # not the instant it resolves to, so that a retried request with the same body matches.
-        canonical = json.dumps(
-            [
-                self.type,
-                self.payload,
-                self.priority,
-                self.max_retries,
-                self.run_at.isoformat() if self.run_at else None,
-                self.delay_seconds,
-            ],
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def backoff_seconds(
-    retry_count: int, base: float, cap: float, rand: Callable[[], float] = random.random
-) -> float:
-    """Delay before retry number ``retry_count`` (1 for the first retry).
-
-    ``d = min(cap, base * 2 ** (retry_count - 1))``, then "equal jitter": half of ``d`` plus a random part
-    of the other half, so retries spread out but never come sooner than ``d / 2``. ``base = 0`` retries at once.
-    """
-    if base <= 0:
-        return 0.0
-    delay = min(cap, base * 2 ** max(0, retry_count - 1))
-    return delay / 2 + rand() * delay / 2
 
 
 def _retry_conflicts(method):
@@ -103,7 +55,7 @@ def _retry_conflicts(method):
     return wrapper
 
 
-class Queue:
+class Queue(QueueReads):
     """Enqueue, claim, complete, fail, cancel, retry and expire leases, over one ``Database``."""
 
     def __init__(
@@ -531,55 +483,6 @@ class Queue:
             day_ago = (self.clock() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
             cur.execute(self._sql["prune_throughput"], {"minute": day_ago})
         return total
-
-    # -- reading ------------------------------------------------------------------------------------
-
-    def get(self, job_id: int) -> dict[str, Any] | None:
-        with self.db.cursor() as cur:
-            row = self._one(cur, "get", {"id": job_id})
-        return None if row is None else self.d.job(row)
-
-    def events(self, job_id: int) -> list[dict[str, Any]]:
-        with self.db.cursor() as cur:
-            rows = self._all(cur, "events", {"job_id": job_id})
-        return [
-            {
-                "id": r[0],
-                "at": self.d.parse_time(r[1]),
-                "event": r[2],
-                "actor": r[3],
-                "attempt": r[4],
-                "error": r[5],
-            }
-            for r in rows
-        ]
-
-    def list_jobs(
-        self,
-        *,
-        owner: str | None = None,
-        status: str | None = None,
-        type: str | None = None,
-        priority: int | None = None,
-        before_id: int | None = None,
-        limit: int = 50,
-    ) -> list[dict[str, Any]]:
-        """Jobs newest first, filtered; ``before_id`` continues a previous page (keyset pagination)."""
-        filters = {"owner": owner, "status": status, "type": type, "priority": priority}
-        where = [f"{name} = :{name}" for name, value in filters.items() if value is not None]
-        params: dict[str, Any] = {name: value for name, value in filters.items() if value is not None}
-        if before_id is not None:
-            where.append("id < :before_id")
-            params["before_id"] = before_id
-        params["limit"] = limit
-        sql = f"SELECT {JOB_COLUMNS} FROM jobs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id DESC LIMIT :limit"
-        with self.db.cursor() as cur:
-            cur.execute(self.d.sql(sql), params)
-            rows = cur.fetchall()
-        return [self.d.job(row) for row in rows]
 
 
 def _count_expired(jobs: list[dict[str, Any]]) -> None:

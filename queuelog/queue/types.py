@@ -17,7 +17,7 @@ from queuelog.queue.errors import JobValidationError
 
 if TYPE_CHECKING:
     from queuelog.db import Database
-    from queuelog.queue.core import JobSpec
+    from queuelog.queue.spec import JobSpec
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 

@@ -1,0 +1,59 @@
+"""What an enqueue asks for, and how long a failed job waits before its next attempt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated request to enqueue one job. ``payload_json`` is ``payload`` serialized compactly."""
+
+    type: str
+    payload: dict[str, Any]
+    payload_json: str
+    priority: int = 0
+    max_retries: int = 3
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+    delay_seconds: float | None = None
+
+    @cached_property
+    def fingerprint(self) -> str:
+        # The parameters a repeated request must match (IETF Idempotency-Key draft): the delay as given,
+        # not the instant it resolves to, so that a retried request with the same body matches.
+        canonical = json.dumps(
+            [
+                self.type,
+                self.payload,
+                self.priority,
+                self.max_retries,
+                self.run_at.isoformat() if self.run_at else None,
+                self.delay_seconds,
+            ],
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def backoff_seconds(
+    retry_count: int, base: float, cap: float, rand: Callable[[], float] = random.random
+) -> float:
+    """Delay before retry number ``retry_count`` (1 for the first retry).
+
+    ``d = min(cap, base * 2 ** (retry_count - 1))``, then "equal jitter": half of ``d`` plus a random part
+    of the other half, so retries spread out but never come sooner than ``d / 2``. ``base = 0`` retries at once.
+    """
+    if base <= 0:
+        return 0.0
+    delay = min(cap, base * 2 ** max(0, retry_count - 1))
+    return delay / 2 + rand() * delay / 2
