@@ -46,34 +46,41 @@ SQLITE_TRIGGERS = [
 _DELTAS = {
     "insert": "SELECT owner, type, priority, status, 1 AS delta FROM new_rows",
     "delete": "SELECT owner, type, priority, status, -1 AS delta FROM old_rows",
-    "update": (
-        "SELECT o.owner, o.type, o.priority, o.status, -1 AS delta FROM old_rows o"
-        " JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status"
-        " UNION ALL SELECT n.owner, n.type, n.priority, n.status, 1 FROM old_rows o"
-        " JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status"
-    ),
 }
-_THROUGHPUT = """
+_UPSERT_COUNTS = """
+    INSERT INTO job_counts (owner, type, priority, status, shard, n)
+    SELECT owner, type, priority, status, s, sum(delta) FROM ({deltas}) AS d
+    GROUP BY owner, type, priority, status ORDER BY owner, type, priority, status
+    ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = job_counts.n + excluded.n
+"""
+# An update: join the old and new rows once, then count the status changes and the finished jobs.
+_UPDATE = f"""
+    WITH changed AS MATERIALIZED (
+        SELECT n.owner, n.type, n.priority, o.status AS was, n.status AS became, n.finished_at
+        FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status
+    ), counted AS ({
+    _UPSERT_COUNTS.format(
+        deltas="SELECT owner, type, priority, was AS status, -1 AS delta"
+        " FROM changed UNION ALL SELECT owner, type, priority, became, 1"
+        " FROM changed"
+    )
+})
     INSERT INTO job_throughput (minute, owner, status, shard, n)
-    SELECT to_char(n.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), n.owner, n.status, s, count(*)
-    FROM old_rows o JOIN new_rows n ON n.id = o.id
-    WHERE o.status <> n.status AND n.status IN ('completed', 'failed') AND n.finished_at IS NOT NULL
+    SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), owner, became, s, count(*)
+    FROM changed WHERE became IN ('completed', 'failed') AND finished_at IS NOT NULL
     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (minute, owner, status, shard) DO UPDATE SET n = job_throughput.n + excluded.n;
+    ON CONFLICT (minute, owner, status, shard) DO UPDATE SET n = job_throughput.n + excluded.n
 """
 
 
 def _postgres_function(event: str) -> str:
+    body = _UPDATE if event == "update" else _UPSERT_COUNTS.format(deltas=_DELTAS[event])
     return f"""
 CREATE FUNCTION queuelog_count_{event}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s smallint := floor(random() * 8)::smallint;
 BEGIN
-    INSERT INTO job_counts (owner, type, priority, status, shard, n)
-    SELECT owner, type, priority, status, s, sum(delta) FROM ({_DELTAS[event]}) AS d
-    GROUP BY owner, type, priority, status ORDER BY owner, type, priority, status
-    ON CONFLICT (owner, type, priority, status, shard) DO UPDATE SET n = job_counts.n + excluded.n;
-    {_THROUGHPUT if event == "update" else ""}
+    {body};
     RETURN NULL;
 END $$
 """
