@@ -102,7 +102,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
         == 302
     )
     middle = n // 2
-    from queuelog.api.routes import _encode_cursor
+    from queuelog.api.jobs import _encode_cursor
 
     pages = [
         ("dashboard /", "/", {}),

@@ -1,0 +1,161 @@
+"""The JSON API's blueprint and what its views share: errors, who is calling, and how a job is shown.
+
+The views are thin adapters (SPEC §3): they parse input, check the caller and call the queue layer;
+``jobs.py`` has the producers' and admins' endpoints, ``workers.py`` the workers', ``operations.py`` the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache, wraps
+from typing import Any
+
+from flask import Blueprint, Response, current_app, g, request
+from sqlalchemy.exc import OperationalError
+
+from queuelog.api.problems import ApiError
+from queuelog.auth import Principal, authenticate_key
+from queuelog.db import DatabaseUnavailable
+from queuelog.models import PRIORITY_NAMES
+from queuelog.queue import Queue, QueueError
+
+bp = Blueprint("api", __name__)
+
+MAX_BATCH_ENQUEUE = 500
+MAX_BATCH_COMPLETE = 100
+MAX_WAIT_SECONDS = 20
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the Prometheus text format
+
+STATUS_OF = {
+    "not-found": 404,
+    "invalid-state": 409,
+    "not-lease-holder": 409,
+    "idempotency-key-reused": 422,
+    "validation-failed": 422,
+}
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError):
+    return exc.response()
+
+
+@bp.errorhandler(QueueError)
+def _queue_error(exc: QueueError):
+    errors = getattr(exc, "errors", None)
+    return ApiError(STATUS_OF[exc.slug], exc.slug, exc.detail, errors=errors).response()
+
+
+@bp.errorhandler(OperationalError)
+@bp.errorhandler(DatabaseUnavailable)
+def _database_unavailable(exc: Exception):
+    current_app.logger.warning("database unavailable: %s", exc)
+    return ApiError(
+        503, "unavailable", "the database is unavailable or busy; try again", headers={"Retry-After": "1"}
+    ).response()
+
+
+def queue() -> Queue:
+    return current_app.extensions["queuelog"]["queue"]
+
+
+# -- who is calling -----------------------------------------------------------------------------------
+
+
+def caller() -> Principal:
+    """The caller behind ``Authorization: Bearer``; the API never looks at cookies."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise ApiError(
+            401,
+            "unauthorized",
+            "send an API key as 'Authorization: Bearer <key>'",
+            headers={"WWW-Authenticate": 'Bearer realm="queuelog"'},
+        )
+    principal = authenticate_key(current_app.extensions["queuelog"]["db"], key.strip())
+    if principal is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "the API key is unknown or revoked",
+            headers={"WWW-Authenticate": 'Bearer realm="queuelog", error="invalid_token"'},
+        )
+    return principal
+
+
+def requires(*allowed: str):
+    """Let through callers of the given kinds: ``worker``, ``producer`` (any user) or ``admin``."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(*args, **kwargs):
+            principal = caller()
+            ok = (
+                ("worker" in allowed and principal.is_worker)
+                or ("producer" in allowed and principal.kind == "user")
+                or ("admin" in allowed and principal.is_admin)
+            )
+            if not ok:
+                raise ApiError(403, "forbidden", f"this key may not {view.__doc__.splitlines()[0].lower()}")
+            g.principal = principal
+            return view(*args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+# -- rendering ----------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def rfc3339(value) -> str | None:
+    # Cached: a batch of jobs shares most of its timestamps (claimed, updated, lease expiry).
+    if value is None:
+        return None
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
+
+
+def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """A job as the caller may see it: idempotency keys for owners and admins, error text for admins."""
+    out = {
+        "id": job["id"],
+        "type": job["type"],
+        "payload": job["payload"],
+        "priority": PRIORITY_NAMES.get(job["priority"], str(job["priority"])),
+        "status": job["status"],
+        "retry_count": job["retry_count"],
+        "max_retries": job["max_retries"],
+        "owner": job["owner"],
+        "worker_id": job["worker_id"],
+        "claimed_at": rfc3339(job["claimed_at"]),
+        "lease_expires_at": rfc3339(job["lease_expires_at"]),
+        "available_at": rfc3339(job["available_at"]),
+        "created_at": rfc3339(job["created_at"]),
+        "updated_at": rfc3339(job["updated_at"]),
+        "finished_at": rfc3339(job["finished_at"]),
+        "result": job["result"],
+    }
+    if principal.is_admin or (principal.kind == "user" and principal.name == job["owner"]):
+        out["idempotency_key"] = job["idempotency_key"]
+    if principal.is_admin:
+        out["error"] = job["error"]
+    return out
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    response = Response(json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json")
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def visible_job(job: dict[str, Any] | None, principal: Principal, job_id: int) -> dict[str, Any]:
+    """The job if the caller may see it; 404 otherwise, so that others' jobs don't reveal themselves."""
+    if job is not None:
+        if principal.is_admin or (principal.kind == "user" and job["owner"] == principal.name):
+            return job
+        if principal.is_worker and job["status"] == "running" and job["worker_id"] == principal.name:
+            return job
+    raise ApiError(404, "not-found", f"job {job_id} does not exist")

@@ -1,0 +1,60 @@
+"""Health, metrics and the OpenAPI document."""
+
+from __future__ import annotations
+
+import hmac
+
+from flask import Response, current_app, request
+
+from queuelog.api.base import (
+    CONTENT_TYPE,
+    bp,
+    caller,
+    json_response,
+)
+from queuelog.api.problems import ApiError
+
+# -- operations ---------------------------------------------------------------------------------------
+
+
+@bp.get("/healthz")
+def healthz():
+    """Liveness and database reachability, for load balancers; needs no key."""
+    db = current_app.extensions["queuelog"]["db"]
+    try:
+        with db.read() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except Exception as exc:  # any failure to reach the database means "not ready"
+        current_app.logger.warning("health check failed: %s", exc)
+        return json_response({"status": "unavailable"}, 503)
+    return json_response({"status": "ok"})
+
+
+@bp.get("/metrics")
+def metrics_endpoint():
+    """Prometheus metrics, for a metrics token (QUEUELOG_METRICS_TOKEN) or an admin's key."""
+    from queuelog.metrics import exposition
+
+    header = request.headers.get("Authorization", "")
+    scheme, _, credential = header.partition(" ")
+    token = current_app.config["QUEUELOG"]["METRICS_TOKEN"]
+    if not (
+        token
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(credential.strip().encode(), token.encode())
+    ):
+        principal = caller()
+        if not principal.is_admin:
+            raise ApiError(403, "forbidden", "metrics need the metrics token or an admin's key")
+    db = current_app.extensions["queuelog"]["db"]
+    response = Response(exposition(db))
+    response.headers["Content-Type"] = CONTENT_TYPE
+    return response
+
+
+@bp.get("/openapi.json")
+def openapi():
+    """The OpenAPI 3.1 description of this API."""
+    from queuelog.api.openapi import document
+
+    return json_response(document())
