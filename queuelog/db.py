@@ -8,6 +8,8 @@ with "database is locked" when a read transaction tries to become a write transa
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -47,6 +49,8 @@ class Database:
         self.write_engine = self.engine.execution_options(queuelog_write=True)
         self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
         self._sqlite_writer = threading.Lock()
+        database = self.url.database if self.dialect == "sqlite" else None
+        self._lock_path = f"{database}.writer-lock" if database and database != ":memory:" else None
 
     def sql(self, statement: str) -> str:
         """Rewrite ``:name`` parameters for this driver: sqlite3 takes them as they are, psycopg wants
@@ -74,10 +78,10 @@ class Database:
         blocks whose writes are single self-contained statements it saves the BEGIN and COMMIT round trips.
         """
         if self.dialect == "sqlite" and write:
-            # SQLite has one writer at a time. Threads of this process queue on a lock, which hands over
-            # at once, instead of in SQLite's busy handler, which polls with growing sleeps; other
-            # processes still wait in the busy handler.
-            with self._sqlite_writer:
+            # SQLite has one writer at a time. Writers queue on locks that hand over at once: a thread lock
+            # within this process, then an flock on a file beside the database across processes (gunicorn
+            # workers). Left to SQLite's busy handler, waiting writers poll with sleeps of 1 ms and up.
+            with self._sqlite_writer, _file_lock(self._lock_path):
                 with self._cursor(write=True, autocommit=False) as cur:
                     yield cur
             return
@@ -159,6 +163,27 @@ class Database:
         with self.engine.connect() as conn:
             current = set(MigrationContext.configure(conn).get_current_heads())
         return current == heads
+
+
+_lock_files: dict[str, int] = {}
+_lock_files_guard = threading.Lock()
+
+
+@contextmanager
+def _file_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on ``path`` (one descriptor per process, opened on first use)."""
+    if path is None:
+        yield
+        return
+    with _lock_files_guard:
+        fd = _lock_files.get(path)
+        if fd is None:
+            fd = _lock_files[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class DatabaseUnavailable(Exception):
