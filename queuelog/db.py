@@ -123,12 +123,6 @@ class Database:
             with conn.begin():
                 yield conn
 
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A connection in a write transaction, committed when the block ends without an error."""
-        with self.write_engine.begin() as conn:
-            yield conn
-
     def session(self, *, write: bool = False) -> Session:
         """An ORM session; ``write=True`` makes its transactions take the write lock up front."""
         return Session(bind=self.write_engine if write else self.engine, expire_on_commit=False)

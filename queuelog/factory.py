@@ -81,9 +81,11 @@ def register_extensions(app: Flask) -> None:
     auto_upgrade = config["AUTO_UPGRADE"]
     if auto_upgrade is None:
         auto_upgrade = db.dialect == "sqlite"
-    if auto_upgrade and not db.is_current():
+    current = db.is_current()
+    if auto_upgrade and not current:
         db.upgrade()
-    if db.is_current():
+        current = True
+    if current:
         bootstrap(app)
     else:
         app.logger.warning("the database schema is not current: run `flask --app app db upgrade`")
