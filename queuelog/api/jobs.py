@@ -82,18 +82,18 @@ def list_jobs():
     limit = 50
     if "limit" in args:
         limit = int_in_range(int(args["limit"]) if args["limit"].isdigit() else None, "limit", 1, 200)
-    before = _decode_cursor(args["cursor"]) if "cursor" in args else None
+    before = decode_cursor(args["cursor"]) if "cursor" in args else None
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
-    next_cursor = _encode_cursor(jobs[limit - 1]["id"]) if len(jobs) > limit else None
+    next_cursor = encode_cursor(jobs[limit - 1]["id"]) if len(jobs) > limit else None
     return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
 
 
-def _encode_cursor(last_id: int) -> str:
+def encode_cursor(last_id: int) -> str:
     return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, _, value = text.partition(":")

@@ -206,6 +206,12 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed
 
 
+def lease_seconds(body: dict[str, Any]) -> int | None:
+    """The optional ``lease_seconds`` of a claim or heartbeat: 5 s to 12 h."""
+    value = body.get("lease_seconds")
+    return None if value is None else int_in_range(value, "lease_seconds", 5, 43200)
+
+
 def lease_token(body: dict[str, Any], prefix: str = "") -> str:
     token = body.get("lease_token")
     if token is None:

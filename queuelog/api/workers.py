@@ -20,6 +20,7 @@ from queuelog.api.validation import (
     check_fields,
     document_within_limits,
     int_in_range,
+    lease_seconds,
     lease_token,
     printable,
     read_body,
@@ -73,9 +74,7 @@ def claim():
         if not isinstance(types, list) or not 1 <= len(types) <= 100:
             raise invalid("types", "must be a list of 1 to 100 job type names")
         types = [printable(t, f"types[{i}]", max_length=64) for i, t in enumerate(types)]
-    lease = body.get("lease_seconds")
-    if lease is not None:
-        lease = int_in_range(lease, "lease_seconds", 5, 43200)
+    lease = lease_seconds(body)
     limit = body.get("limit")
     if limit is not None:
         limit = int_in_range(limit, "limit", 1, 100)
@@ -113,9 +112,7 @@ def heartbeat(job_id: int):
     body = read_body()
     check_fields(body, {"lease_token", "lease_seconds"})
     token = lease_token(body)
-    lease = body.get("lease_seconds")
-    if lease is not None:
-        lease = int_in_range(lease, "lease_seconds", 5, 43200)
+    lease = lease_seconds(body)
     job = queue().heartbeat(job_id, g.principal.name, token, lease)
     return json_response(job_json(job, g.principal))
 

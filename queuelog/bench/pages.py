@@ -102,7 +102,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
         == 302
     )
     middle = n // 2
-    from queuelog.api.jobs import _encode_cursor
+    from queuelog.api.jobs import encode_cursor
 
     pages = [
         ("dashboard /", "/", {}),
@@ -111,7 +111,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
         ("jobs list, failed only", "/queue?status=failed", {}),
         ("errors page", "/admin/errors", {}),
         ("GET /jobs, first page", "/jobs?limit=50", api),
-        ("GET /jobs, deep page", f"/jobs?limit=50&cursor={_encode_cursor(middle)}", api),
+        ("GET /jobs, deep page", f"/jobs?limit=50&cursor={encode_cursor(middle)}", api),
         ("GET /jobs?type=pdf", "/jobs?type=pdf&limit=50", api),
         ("GET /metrics", "/metrics", api),
     ]

@@ -78,7 +78,10 @@ class Queue(QueueReads):
         self.rand = rand
         self.types = JobTypeRules(db)
         self._sql = statements(self.d)
-        self._claim = {typed: self.d.sql(text) for typed, text in getattr(self.d, "CLAIM", {}).items()}
+        if self.d.SELF_LOGGING:  # PostgreSQL: expiry, claim and history in one statement (statements.py)
+            self._claim = {False: self._sql["claim"], True: self._sql["claim_typed"]}
+        else:
+            self._claim = {typed: self.d.sql(text) for typed, text in self.d.CLAIM.items()}
         self._pick = {typed: self.d.sql(text) for typed, text in self.d.PICK.items()}
         self.poll_interval = poll_interval
         # Wakes long polls in this process as soon as a job is enqueued here; jobs enqueued by other
@@ -209,7 +212,7 @@ class Queue(QueueReads):
         with self.db.cursor(write=True, autocommit=True) as cur:
             if d.SELF_LOGGING:  # PostgreSQL: expiry, claim and history in one statement
                 params.update(error="lease expired", base=self.backoff_base, cap=self.backoff_max)
-                cur.execute(self._sql["claim_typed" if type_list else "claim"], params)
+                cur.execute(self._claim[bool(type_list)], params)
                 tagged = cur.fetchall()
                 rows = [row[1:] for row in tagged if row[0] == "claimed"]
                 expired = [d.job(row[1:]) for row in tagged if row[0] == "expired"]

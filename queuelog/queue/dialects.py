@@ -112,10 +112,6 @@ class SQLiteDialect:
             values[_RESULT] = json.loads(values[_RESULT])
         return dict(zip(JOB_FIELDS, values, strict=True))
 
-    @staticmethod
-    def parse_time(value: Any) -> datetime:
-        return datetime.fromisoformat(value + "+00:00")
-
 
 class PostgresDialect:
     """PostgreSQL: timestamptz, jsonb, and a claim that skips rows other workers have locked."""
@@ -180,10 +176,6 @@ class PostgresDialect:
             if values[i] is not None:
                 values[i] = values[i].astimezone(UTC)  # psycopg answers in the session's time zone
         return dict(zip(JOB_FIELDS, values, strict=True))
-
-    @staticmethod
-    def parse_time(value: Any) -> datetime:
-        return value.astimezone(UTC)
 
 
 def _identity(text: str) -> str:

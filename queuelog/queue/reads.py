@@ -21,7 +21,7 @@ class QueueReads:
         return [
             {
                 "id": r[0],
-                "at": self.d.parse_time(r[1]),
+                "at": self.db.parse_time(r[1]),
                 "event": r[2],
                 "actor": r[3],
                 "attempt": r[4],
