@@ -112,9 +112,11 @@ def types_add(name: str, description: str, schema_file) -> None:
             schema = json.load(schema_file)
         except ValueError as exc:
             _fail(f"{schema_file.name}: not JSON: {exc}")
+        except RecursionError:
+            _fail(f"{schema_file.name}: nested too deeply")
         problem = check_schema(schema)
         if problem:
-            _fail(f"{schema_file.name}: {problem}")
+            _fail(f"{schema_file.name}: {problem.detail}")
     try:
         _ext("queue").types.add(name, description, schema)
     except IntegrityError:

@@ -37,13 +37,21 @@ class Database:
         if self.dialect == "sqlite":
             database = self.url.database
             if database and database != ":memory:":
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
-            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=max_overflow)
+                try:
+                    Path(database).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DatabaseUnusable(f"cannot use the database {database}: {exc.strerror}") from None
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+            )
             _sqlite_setup(self.engine, busy_timeout_ms)
         elif self.dialect == "postgresql":
             # No pre-ping: it would add a round trip to every operation. A connection that died with the
             # server fails its next use once (503, which workers retry) and is dropped from the pool.
-            self.engine = create_engine(self.url, pool_size=pool_size, max_overflow=max_overflow)
+            # Logged errors leave out bound parameters: they may hold payloads or lease tokens.
+            self.engine = create_engine(
+                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+            )
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
@@ -178,6 +186,10 @@ def _file_lock(path: str | None) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+class DatabaseUnusable(Exception):
+    """The configured database can never work as given (e.g. its folder cannot be made)."""
 
 
 class DatabaseUnavailable(Exception):

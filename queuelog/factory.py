@@ -11,10 +11,11 @@ from typing import Any
 from flask import Flask, render_template, request
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from queuelog.config import load_config, parse_duration
-from queuelog.db import Database
+from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
 from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
@@ -51,12 +52,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
 def register_extensions(app: Flask) -> None:
     config = app.config["QUEUELOG"]
-    db = Database(
-        config["DATABASE_URL"],
-        pool_size=config["DB_POOL_SIZE"],
-        max_overflow=config["DB_MAX_OVERFLOW"],
-        busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
-    )
+    try:
+        db = Database(
+            config["DATABASE_URL"],
+            pool_size=config["DB_POOL_SIZE"],
+            max_overflow=config["DB_MAX_OVERFLOW"],
+            busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
+        )
+    except DatabaseUnusable as exc:
+        raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1
     queue = Queue(
         db,
         lease_seconds=config["LEASE_SECONDS"],
@@ -78,7 +82,23 @@ def register_extensions(app: Flask) -> None:
     )
     csrf.init_app(app)
     login_manager.init_app(app)
-    auto_upgrade = config["AUTO_UPGRADE"]
+    try:
+        prepare_database(app, db)
+    except (OperationalError, DatabaseUnavailable) as exc:
+        reason = str(getattr(exc, "orig", exc)).splitlines()[0]
+        if db.dialect == "sqlite" and "locked" not in reason:  # a file we cannot open will not heal
+            raise SystemExit(f"queuelog: cannot use the database {db.url.database}: {reason}") from None
+        # A database server may come up after the app, another process may hold SQLite's write lock for
+        # long: serve, and let /healthz say 503 while the database cannot be reached.
+        app.logger.warning("the database was not ready at start-up (%s); serving anyway", reason)
+    if config["RETENTION"] and not app.testing:
+        start_pruner(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+
+
+def prepare_database(app: Flask, db: Database) -> None:
+    """Bring a database that upgrades itself (SQLite by default) to the current schema, then make sure
+    the allowlist and the first admin exist. Reads first: a started database takes no write lock here."""
+    auto_upgrade = app.config["QUEUELOG"]["AUTO_UPGRADE"]
     if auto_upgrade is None:
         auto_upgrade = db.dialect == "sqlite"
     current = db.is_current()
@@ -88,9 +108,7 @@ def register_extensions(app: Flask) -> None:
     if current:
         bootstrap(app)
     else:
-        app.logger.warning("the database schema is not current: run `flask --app app db upgrade`")
-    if config["RETENTION"] and not app.testing:
-        start_pruner(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+        app.logger.warning("the database schema is not current: run 'flask --app app db upgrade'")
 
 
 def start_pruner(
@@ -218,4 +236,8 @@ def _security_headers(response):
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("Referrer-Policy", "same-origin")
+    if request.endpoint != "static":
+        # API answers and pages hold job data, and one page shows a new API key once: keep them out of
+        # every cache, the browser's included.
+        headers.setdefault("Cache-Control", "no-store")
     return response

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import available_timezones
 
 from flask import request, session
 from flask_login import current_user
@@ -54,12 +55,22 @@ def select_timezone() -> str:
     return "UTC"
 
 
+@lru_cache(maxsize=1)
+def timezone_choices() -> tuple[str, ...]:
+    """The zones a person may choose: the IANA "Area/Location" names, and UTC. Not "Factory",
+    "localtime" or "posixrules", which exist on disk but are no place anyone lives in."""
+    areas = (z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/")))
+    return (*sorted(areas), "UTC")
+
+
 def valid_timezone(name: str) -> bool:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
+    """Is ``name`` one of ``timezone_choices()``?"""
+    return name in _timezone_set()
+
+
+@lru_cache(maxsize=1)
+def _timezone_set() -> frozenset[str]:
+    return frozenset(timezone_choices())
 
 
 def compile_catalogs(folder: Path) -> None:

@@ -7,9 +7,10 @@ from queuelog.api.base import bp
 
 
 class JobIdConverter(IntegerConverter):
-    """Job ids in URLs: digits only, at most 18 of them, so every match fits a 64-bit integer."""
+    """Job ids in URLs: ASCII digits only (``\\d`` would match "²"), at most 18 of them, so every match fits
+    a 64-bit integer."""
 
-    regex = r"\d{1,18}"
+    regex = r"[0-9]{1,18}"
 
 
 __all__ = ["JobIdConverter", "bp"]

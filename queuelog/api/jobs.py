@@ -21,7 +21,9 @@ from queuelog.api.base import (
 from queuelog.api.problems import ApiError, invalid
 from queuelog.api.validation import (
     batch_items,
+    batch_key,
     check_fields,
+    header_text,
     int_in_range,
     parse_job,
     parse_priority,
@@ -30,6 +32,7 @@ from queuelog.api.validation import (
     read_body,
 )
 from queuelog.auth import Principal
+from queuelog.inputs import ascii_int
 
 # -- enqueue ------------------------------------------------------------------------------------------
 
@@ -39,7 +42,7 @@ from queuelog.auth import Principal
 def enqueue():
     """Enqueue jobs."""
     body = read_body()
-    spec = parse_job(body, header_key=request.headers.get("Idempotency-Key"))
+    spec = parse_job(body, header_key=header_text("Idempotency-Key"))
     principal: Principal = g.principal
     _check_ceiling(spec.priority, principal)
     job, created = queue().enqueue(principal.name, spec)
@@ -57,12 +60,17 @@ def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None
 def enqueue_batch():
     """Enqueue jobs."""
     items = batch_items(read_body(), MAX_BATCH_ENQUEUE, "job bodies")
-    specs = [parse_job(item, prefix=f"jobs[{i}].") for i, item in enumerate(items)]
+    header_key = header_text("Idempotency-Key")
+    specs = [
+        parse_job(item, prefix=f"jobs[{i}].", header_key=batch_key(header_key, i))
+        for i, item in enumerate(items)
+    ]
     principal: Principal = g.principal
     for i, spec in enumerate(specs):
         _check_ceiling(spec.priority, principal, f"jobs[{i}]: ")
     results = queue().enqueue_many(principal.name, specs)
-    return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201)
+    created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
+    return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201 if created else 200)
 
 
 @bp.get("/jobs")
@@ -81,7 +89,7 @@ def list_jobs():
         filters["priority"] = parse_priority(args["priority"])
     limit = 50
     if "limit" in args:
-        limit = int_in_range(int(args["limit"]) if args["limit"].isdigit() else None, "limit", 1, 200)
+        limit = int_in_range(ascii_int(args["limit"], max_digits=3), "limit", 1, 200)
     before = decode_cursor(args["cursor"]) if "cursor" in args else None
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
@@ -97,9 +105,10 @@ def decode_cursor(cursor: str) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, _, value = text.partition(":")
-        if kind != "id" or not value.isdigit() or len(value) > 18:
+        job_id = ascii_int(value)
+        if kind != "id" or job_id is None:
             raise ValueError
-        return int(value)
+        return job_id
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise invalid("cursor", "is not a cursor this API returned") from None
 

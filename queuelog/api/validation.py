@@ -1,4 +1,4 @@
-"""Input rules of the JSON API (SPEC §3): content type, JSON, strict fields, sizes, depth and types."""
+"""Input rules of the JSON API (README, "Input rules"): content type, JSON, strict fields, sizes, depth and types."""
 
 from __future__ import annotations
 
@@ -6,16 +6,20 @@ import json
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from flask import current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from queuelog.api.problems import ApiError, invalid
+from queuelog.inputs import text_problem
 from queuelog.models import PRIORITIES, STATUSES
 from queuelog.queue import JobSpec
 
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 MAX_RETRIES_LIMIT = 25
+MAX_BATCH_KEY = 250  # leaves room for "#499" within the 255 characters of a key
 JOB_FIELDS = frozenset(
     {"type", "payload", "priority", "max_retries", "idempotency_key", "run_at", "delay_seconds"}
 )
@@ -27,11 +31,13 @@ def _reject_constant(name: str) -> Any:
 
 def read_body() -> dict[str, Any]:
     """The request's JSON object. An empty body is ``{}``; anything else must be application/json."""
-    data = request.get_data(cache=True)  # raises 413 past MAX_CONTENT_LENGTH
+    data = _request_bytes()
     if not data.strip():
         return {}
     if request.mimetype != "application/json":
         raise ApiError(415, "unsupported-media-type", "the request body must be application/json")
+    if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+        raise ApiError(415, "unsupported-media-type", "compressed request bodies are not accepted")
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
     except RecursionError:
@@ -41,6 +47,22 @@ def read_body() -> dict[str, Any]:
     if not isinstance(value, dict):
         raise invalid("body", "must be a JSON object")
     return value
+
+
+def _request_bytes() -> bytes:
+    """The whole body, at most MAX_CONTENT_LENGTH bytes. A body without a ``Content-Length`` (chunked) is
+    read to one byte past the limit, so that an oversized one is refused (413) rather than cut and used
+    (Werkzeug's capped stream raises 413 itself when it is asked for that byte)."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if request.content_length is not None or limit is None:
+        return request.get_data(cache=True)  # a declared length past the limit is 413 before reading
+    chunks, size = [], 0
+    while chunk := request.stream.read(min(65536, limit + 1 - size)):  # reads may come back short
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise RequestEntityTooLarge()
+    return b"".join(chunks)
 
 
 def check_fields(body: dict[str, Any], allowed: Iterable[str], prefix: str = "") -> None:
@@ -67,24 +89,27 @@ def json_document(value: Any, field: str, *, max_bytes: int, max_depth: int) -> 
         raise invalid(field, "must be a JSON object")
     # Walk without recursion: depth, and strings PostgreSQL's jsonb and UTF-8 can hold.
     stack: list[tuple[Any, int]] = [(value, 1)]
+    expansion = 0  # how much longer numbers get when stored (see _stored_number_growth)
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
             if depth > max_depth:
                 raise invalid(field, f"nested more than {max_depth} levels deep")
             for key, item in node.items():
-                _check_string(key, field)
+                check_text(key, field)
                 stack.append((item, depth + 1))
         elif isinstance(node, list):
             if depth > max_depth:
                 raise invalid(field, f"nested more than {max_depth} levels deep")
             stack.extend((item, depth + 1) for item in node)
         elif isinstance(node, str):
-            _check_string(node, field)
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise invalid(field, "numbers must be finite")
+            check_text(node, field)
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                raise invalid(field, "numbers must be finite")
+            expansion += _stored_number_growth(node)
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    size = len(text.encode("utf-8"))
+    size = len(text.encode("utf-8")) + expansion
     if size > max_bytes:
         raise invalid(field, f"is {size} bytes serialized; the limit is {max_bytes}")
     return text
@@ -107,16 +132,25 @@ def batch_items(body: dict[str, Any], limit: int, what: str) -> list[Any]:
     return items
 
 
-def _check_string(text: str, field: str) -> None:
-    if "\x00" in text:
-        raise invalid(field, "strings may not contain the NUL character (\\u0000)")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise invalid(field, "strings must be valid Unicode (no lone surrogates)") from None
+def _stored_number_growth(number: float) -> int:
+    """How many more characters ``number`` takes as PostgreSQL's jsonb stores and prints it than as we
+    serialize it: jsonb keeps numbers as exact decimals, so ``1e308`` comes back as 309 digits. Counting
+    that keeps the payload limit true for what is stored and served, on either database."""
+    text = repr(number)
+    if "e" not in text:
+        return 0
+    return len(format(Decimal(text), "f")) - len(text)
+
+
+def check_text(text: str, field: str) -> None:
+    """The one rule for text from outside (see ``queuelog.inputs``), as a 422 naming the field."""
+    problem = text_problem(text)
+    if problem:
+        raise invalid(field, "strings " + problem)
 
 
 def printable(value: Any, field: str, *, max_length: int) -> str:
+    """A string of 1 to ``max_length`` printable characters (names, keys, tokens)."""
     if not isinstance(value, str):
         raise invalid(field, "must be a string")
     if not 1 <= len(value) <= max_length:
@@ -206,6 +240,26 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed
 
 
+def header_text(name: str) -> str | None:
+    """A request header as text: HTTP carries bytes, which WSGI hands over as Latin-1; we read UTF-8."""
+    value = request.headers.get(name)
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise invalid(name, "must be UTF-8 text") from None
+
+
+def batch_key(header_key: str | None, index: int) -> str | None:
+    """The idempotency key of job ``index`` of a batch sent with ``Idempotency-Key: K``: ``K#index``, so
+    that replaying the whole batch finds every job it made (README, "Idempotency")."""
+    if header_key is None:
+        return None
+    header_key = printable(header_key, "Idempotency-Key", max_length=MAX_BATCH_KEY)
+    return f"{header_key}#{index}"
+
+
 def lease_seconds(body: dict[str, Any]) -> int | None:
     """The optional ``lease_seconds`` of a claim or heartbeat: 5 s to 12 h."""
     value = body.get("lease_seconds")
@@ -216,6 +270,4 @@ def lease_token(body: dict[str, Any], prefix: str = "") -> str:
     token = body.get("lease_token")
     if token is None:
         raise invalid(prefix + "lease_token", "is required")
-    if not isinstance(token, str) or not 1 <= len(token) <= 64:
-        raise invalid(prefix + "lease_token", "must be a string of 1 to 64 characters")
-    return token
+    return printable(token, prefix + "lease_token", max_length=64)

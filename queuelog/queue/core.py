@@ -216,6 +216,12 @@ class Queue(QueueReads):
                 tagged = cur.fetchall()
                 rows = [row[1:] for row in tagged if row[0] == "claimed"]
                 expired = [d.job(row[1:]) for row in tagged if row[0] == "expired"]
+                if len(rows) < limit and any(job["status"] == "pending" for job in expired):
+                    # The statement's snapshot cannot see the jobs it just put back: claim once more so
+                    # that, as on SQLite, the claim that settles a lease may hand the job out again.
+                    params.update(limit=limit - len(rows), token=secrets.token_hex(16))
+                    cur.execute(self._claim[bool(type_list)], params)
+                    rows += [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
             else:
                 expired = self._expire(cur, now)
                 cur.execute(self._claim[bool(type_list)], params)
@@ -275,10 +281,9 @@ class Queue(QueueReads):
         row = self._one(cur, statement, params)
         if row is not None:
             return self.d.job(row)
-        job = self._locate(cur, job_id)
-        if job["status"] != "running":
-            raise NotLeaseHolder(f"job {job_id} is {job['status']}, not leased to this worker")
-        raise NotLeaseHolder(f"job {job_id} is leased to another worker or under another lease token")
+        self._locate(cur, job_id)
+        # The same answer whatever the job's state: a worker learns nothing about jobs it does not hold.
+        raise NotLeaseHolder(f"job {job_id} is not held by this worker under this lease token")
 
     @_retry_conflicts
     def complete(
@@ -318,11 +323,11 @@ class Queue(QueueReads):
                     out.append((job_id, done[job_id]))
                     continue
                 try:
-                    job = self._locate(cur, job_id)
+                    self._locate(cur, job_id)
                     out.append(
                         (
                             job_id,
-                            NotLeaseHolder(f"job {job_id} is {job['status']}, not held under this lease"),
+                            NotLeaseHolder(f"job {job_id} is not held by this worker under this lease token"),
                         )
                     )
                 except JobNotFound as exc:

@@ -6,12 +6,16 @@ import json
 import time
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.jsonschema import DRAFT202012
 from sqlalchemy import select
 
+from queuelog.inputs import text_problem
 from queuelog.models import JobType, utcnow
 from queuelog.queue.errors import JobValidationError
 
@@ -22,21 +26,73 @@ if TYPE_CHECKING:
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 
 
+MAX_SCHEMA_DEPTH = 32
+_REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+
+
+def _refuse_retrieval(uri: str):
+    """The registry's retriever: queuelog never fetches a schema from a file or the network."""
+    raise NoSuchResource(ref=uri)
+
+
+_NO_RETRIEVAL = Registry(retrieve=_refuse_retrieval)
+
+
 @lru_cache(maxsize=256)
 def _validator(schema_text: str):
     schema = json.loads(schema_text)
-    cls = validators.validator_for(schema)
-    return cls(schema)
+    return validators.validator_for(schema)(schema, registry=_NO_RETRIEVAL)
 
 
-def check_schema(schema: Any) -> str | None:
-    """Return why ``schema`` is not a usable JSON Schema, or None when it is."""
+class SchemaProblem(NamedTuple):
+    """Why a payload schema was refused: ``code`` for the faces to word in their language, ``detail`` in
+    English (the command line's words, and the JSON Schema library's own message where there is one)."""
+
+    code: str  # not-object | bad-text | too-deep | remote-ref | unresolvable-ref | invalid
+    detail: str
+
+
+def check_schema(schema: Any) -> SchemaProblem | None:
+    """Return why ``schema`` is not a usable payload schema, or None when it is.
+
+    Beyond the JSON Schema meta-schema: at most ``MAX_SCHEMA_DEPTH`` levels, storable text, and references
+    only within the schema itself (``#...``) that resolve, since nothing is ever retrieved."""
     if not isinstance(schema, dict):
-        return "must be a JSON object"
+        return SchemaProblem("not-object", "must be a JSON object")
+    refs = []
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list) and depth > MAX_SCHEMA_DEPTH:
+            return SchemaProblem("too-deep", f"is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if text_problem(key):
+                    return SchemaProblem("bad-text", f"a name {text_problem(key)}")
+                if key in _REF_KEYWORDS and isinstance(value, str):
+                    refs.append(value)
+                stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node)
+        elif isinstance(node, str) and text_problem(node):
+            return SchemaProblem("bad-text", f"a string {text_problem(node)}")
+    for ref in refs:
+        if not ref.startswith("#"):
+            return SchemaProblem(
+                "remote-ref", f"refers to {ref[:200]!r}: only references within the schema (#...) are allowed"
+            )
     try:
         validators.validator_for(schema).check_schema(schema)
     except schema_errors.SchemaError as exc:
-        return f"not a valid JSON Schema: {exc.message}"
+        return SchemaProblem("invalid", f"not a valid JSON Schema: {exc.message}")
+    resolver = _NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            return SchemaProblem(
+                "unresolvable-ref", f"the reference {ref[:200]!r} points at nothing in the schema"
+            )
     return None
 
 
@@ -90,7 +146,17 @@ class JobTypeRules:
                     ]
                 )
             if schema is not None:
-                error = next(iter(sorted(_validator(schema).iter_errors(spec.payload), key=str)), None)
+                try:
+                    error = min(_validator(schema).iter_errors(spec.payload), key=str, default=None)
+                except (Unresolvable, RecursionError):  # saved before these were checked, or endless
+                    raise JobValidationError(
+                        [
+                            {
+                                "field": f"{prefix}type",
+                                "message": f"the payload schema of {spec.type!r} cannot be applied; an admin must fix it",
+                            }
+                        ]
+                    ) from None
                 if error is not None:
                     path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
                     raise JobValidationError([{"field": f"{prefix}payload{path}", "message": error.message}])
@@ -122,6 +188,9 @@ class JobTypeRules:
 
     def seed(self, names: str) -> None:
         """Fill an empty allowlist from a comma-separated list (``QUEUELOG_JOB_TYPES``)."""
+        with self.db.session() as session:  # a read first: a started database needs no write lock here
+            if session.scalar(select(JobType.id).limit(1)) is not None:
+                return
         with self.db.session(write=True) as session, session.begin():
             if session.scalar(select(JobType.id).limit(1)) is not None:
                 return

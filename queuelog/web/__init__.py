@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from functools import wraps
 
-from flask import abort, current_app
+from flask import abort, current_app, render_template, request
+from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
+from queuelog.inputs import first_text_problem, text_problem
 from queuelog.queue import Queue
 
 
@@ -35,4 +37,20 @@ def register(app) -> None:
     from queuelog.web import admin, auth, jobs
 
     for module in (auth, jobs, admin):
+        app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
+
+
+def refuse_unstorable_text():
+    """One rule for every page: query parameters and form fields may not carry text that cannot be
+    stored (NUL, lone surrogates). Answering 400 here keeps it out of every query and every form."""
+    found = first_text_problem([*request.args.items(multi=True), *request.form.items(multi=True)])
+    if found is None:
+        return None
+    name = found[0][:64] if text_problem(found[0]) is None else "?"
+    message = _(
+        "The field “%(field)s” contains characters that cannot be used (such as the NUL character). "
+        "Go back, remove them and try again.",
+        field=name,
+    )
+    return render_template("error.html", code=400, message=message), 400

@@ -12,7 +12,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from queuelog.auth import set_preferences
 from queuelog.extensions import login_manager
-from queuelog.i18n import LANGUAGES, valid_timezone
+from queuelog.i18n import LANGUAGES, timezone_choices, valid_timezone
 from queuelog.models import User
 from queuelog.web import db
 from queuelog.web.forms import LoginForm
@@ -97,14 +97,9 @@ def set_language():
 @bp.get("/settings")
 def settings():
     """Language and time zone, for visitors and logged-in people alike."""
-    from zoneinfo import available_timezones
-
     from flask_babel import get_timezone
 
-    zones = sorted(
-        z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/"))
-    ) + ["UTC"]
-    return render_template("auth/settings.html", zones=zones, current_zone=str(get_timezone()))
+    return render_template("auth/settings.html", zones=timezone_choices(), current_zone=str(get_timezone()))
 
 
 @bp.post("/timezone")

@@ -15,6 +15,7 @@ from wtforms import SelectChoice
 from queuelog.api.problems import ApiError
 from queuelog.api.validation import parse_job
 from queuelog.auth import PRODUCER_MAX_PRIORITY
+from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import IdempotencyKeyReused, InvalidState, JobNotFound, JobValidationError
 from queuelog.queue.stats import QueueStats
@@ -107,6 +108,9 @@ def _enqueue_from_form(form: SubmitJobForm) -> dict | None:
     except ValueError as exc:
         form.payload.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
         return None
+    except RecursionError:
+        form.payload.errors.append(_("The JSON is nested too deeply."))
+        return None
     body = {
         "type": form.type.data,
         "payload": payload,
@@ -117,7 +121,11 @@ def _enqueue_from_form(form: SubmitJobForm) -> dict | None:
         body["idempotency_key"] = form.idempotency_key.data
     if form.run_at.data:
         zone = ZoneInfo(str(get_timezone()))
-        body["run_at"] = form.run_at.data.replace(tzinfo=zone).astimezone(UTC).isoformat()
+        try:
+            body["run_at"] = form.run_at.data.replace(tzinfo=zone).astimezone(UTC).isoformat()
+        except (OverflowError, ValueError):  # e.g. 9999-12-31 west of UTC is past the last datetime
+            form.run_at.errors.append(_("Enter a valid start time."))
+            return None
     try:
         spec = parse_job(body)
         job, _created = queue().enqueue(current_user.username, spec)
@@ -164,7 +172,7 @@ def job_list():
         filters["priority"] = PRIORITIES[args["priority"]]
     if args.get("type"):
         filters["type"] = args["type"][:64]
-    before = int(args["before"]) if args.get("before", "").isdigit() and len(args["before"]) < 19 else None
+    before = ascii_int(args.get("before"))
     jobs = queue().list_jobs(owner=_owner_scope(), before_id=before, limit=PAGE_SIZE + 1, **filters)
     older = jobs[PAGE_SIZE - 1]["id"] if len(jobs) > PAGE_SIZE else None
     query = {k: v for k, v in args.items() if k in ("status", "priority", "type") and v}

@@ -1,0 +1,36 @@
+"""Rules for text and numbers from outside, shared by the JSON API, the pages and the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None. PostgreSQL refuses NUL characters, and UTF-8 cannot encode
+    lone surrogates (which JSON's ``\\udfff`` escapes can produce): both would fail deep in the driver."""
+    if "\x00" in text:
+        return "may not contain the NUL character (\\u0000)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def first_text_problem(values: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first ``(name, problem)`` among ``(name, text)`` pairs, or None when all of them are fine."""
+    for name, text in values:
+        problem = text_problem(name) or text_problem(text)
+        if problem:
+            return name, problem
+    return None
+
+
+def ascii_int(text: str | None, *, max_digits: int = 18) -> int | None:
+    """``text`` as a non-negative integer if it is 1 to ``max_digits`` ASCII digits, else None.
+
+    ``str.isdigit`` alone accepts "²" and other Unicode digits that ``int`` then refuses."""
+    if text and len(text) <= max_digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None
