@@ -70,7 +70,7 @@ class SQLiteDialect:
     # A whole batch in one statement: the items arrive as one JSON array of [id, lease_token, result]
     # and are joined to the jobs they name by primary key (the "+" keeps the status index out of it).
     COMPLETE_MANY = (
-        "UPDATE jobs SET status = 'completed', result = b.result, finished_at = :now, updated_at = :now,"
+        "UPDATE jobs SET status = 'completed', result = b.result, error = NULL, finished_at = :now, updated_at = :now,"
         " lease_token = NULL, lease_expires_at = NULL FROM (SELECT json_extract(value, '$[0]') AS id,"
         " json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS result FROM json_each(:items)) AS b"
         " WHERE jobs.id = b.id AND +jobs.status = 'running' AND +jobs.worker_id = :worker"
@@ -132,7 +132,7 @@ class PostgresDialect:
     # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name;
     # the holder guard is the same as for a single complete.
     COMPLETE_MANY = (
-        "WITH done AS (UPDATE jobs SET status = 'completed', result = b.result::jsonb, finished_at = %(now)s,"
+        "WITH done AS (UPDATE jobs SET status = 'completed', result = b.result::jsonb, error = NULL, finished_at = %(now)s,"
         " updated_at = %(now)s, lease_token = NULL, lease_expires_at = NULL"
         " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
         " WHERE jobs.id = b.id AND jobs.status = 'running' AND jobs.worker_id = %(worker)s"

@@ -35,7 +35,7 @@ BASE = {
     ),
     "events": "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = :job_id ORDER BY id",
     "complete": (
-        "UPDATE jobs SET status = 'completed', result = :result, finished_at = :now, updated_at = :now,"
+        "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"
         f" lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
     ),
     "heartbeat": (

@@ -145,3 +145,25 @@ def test_enqueue_many_is_all_or_nothing(q):
         q.enqueue_many("alice", [spec(), spec(type="nope"), spec()])
     assert info.value.errors[0]["field"] == "jobs[1].type"
     assert q.list_jobs() == []
+
+
+def test_a_completed_job_keeps_earlier_errors_in_its_history_only(q, clock):
+    job, _ = q.enqueue("alice", spec(max_retries=2))
+    first = q.claim("w")[0]
+    q.fail(job["id"], "w", first["lease_token"], "SMTP said no")
+    clock.advance(60)
+    for completing in (
+        lambda j: q.complete(j["id"], "w", j["lease_token"]),
+        lambda j: q.complete_many("w", [(j["id"], j["lease_token"], None)])[0][1],
+    ):
+        held = q.claim("w")[0]
+        done = completing(held)
+        assert done["status"] == "completed" and done["error"] is None
+        assert q.get(job["id"])["error"] is None
+        assert [e["error"] for e in q.events(job["id"]) if e["event"] == "retry_scheduled"] == [
+            "SMTP said no"
+        ]
+        job, _ = q.enqueue("alice", spec(max_retries=2))
+        failing = q.claim("w")[0]
+        q.fail(job["id"], "w", failing["lease_token"], "SMTP said no")
+        clock.advance(60)
