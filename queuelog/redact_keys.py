@@ -31,6 +31,9 @@ FAMILY = r"""
 """
 _FAMILY = re.compile(FAMILY, re.X)
 
+# HTTP authentication schemes; a value starting with one of them and a space is "scheme credentials".
+_SCHEMES = r"bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual|aws4-hmac-sha256|key"
+
 # A key: a family word, the rest of its name (at most 64 characters), an optional closing quote (plain,
 # backslash-escaped or %-encoded) or "]", then a separator ("==" and "::" are not). The groups "plain",
 # "dquoted" and "squoted" are a quick path for the common values (unquoted, or quoted with no backslash)
@@ -42,7 +45,7 @@ _KEY = re.compile(
     [ \t]{{0,32}}+
     (?:(?P<encoded>%3[ad])[ \t]{{0,32}}+
       |(?:=>|=(?!=)|:(?!:))[ \t]{{0,32}}+(?P<value>)
-       (?:(?P<plain>[^\s&,;)\]}}>"'<\[({{][^\s&,;)\]}}>"'<]*+)(?!["'])
+       (?:(?!(?:{_SCHEMES})[ \t])(?P<plain>[^\s&,;)\]}}>"'<\[({{][^\s&,;)\]}}>"'<]*+)(?!["'])
          |"(?P<dquoted>[^"\\\n]*+)"|'(?P<squoted>[^'\\\n]*+)')?)
     """,
     re.X,
@@ -87,11 +90,7 @@ _CREDENTIALS = r"""
     (?P<cred>[\w-]{1,64}+=(?:"[^"\n]*+"|[^\s,"]*+)(?:,[ \t]*+[\w-]{1,64}+=(?:"[^"\n]*+"|[^\s,"]*+))*+
     |[^\s"'<>,;]++)
 """
-_SCHEME = re.compile(
-    r"(?i:bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual|aws4-hmac-sha256|key)"
-    r"[ \t]++" + _CREDENTIALS,
-    re.X,
-)
+_SCHEME = re.compile(rf"(?i:{_SCHEMES})[ \t]++" + _CREDENTIALS, re.X)
 # Outside a header, only these spellings count, not inside a longer word, and a single token must be
 # 8 characters or more and not a plain word ("Token authentication failed" stays).
 _BARE_SCHEME = re.compile(
@@ -138,13 +137,14 @@ def _value(text: str, pos: int, name: str, encoded: bool, lines: _Lines) -> Span
     if first == "{":  # an object: its own keys are looked at one by one
         return pos, pos
     if first in ("[", "("):  # a list of secrets: mask up to the first closing bracket on the line
+        if text.startswith(MASK, pos + 1):
+            return pos, pos
         stop = lines.end(pos)
         end = text.find("]" if first == "[" else ")", pos, stop)
         return pos + 1, stop if end < 0 else end
-    if "auth" in name:
-        scheme = _SCHEME.match(text, pos)
-        if scheme:
-            return scheme.span("cred")
+    scheme = _SCHEME.match(text, pos)
+    if scheme:
+        return scheme.span("cred")
     if "cookie" in name:
         cookie = _COOKIE_VALUE.match(text, pos)
         return (pos, cookie.end()) if cookie else (pos, pos)
@@ -160,9 +160,8 @@ def key_value_spans(text: str, low: str) -> list[Span]:
         name_start, name_end = key.span("name")
         if name_start < done or text.endswith(_EXCEPTION_SUFFIXES, name_start, name_end):
             continue
-        special = low.find("auth", name_start, name_end) >= 0 or low.find("cookie", name_start, name_end) >= 0
         quick = key.lastgroup
-        if quick in _QUICK and not special:
+        if quick in _QUICK and low.find("cookie", name_start, name_end) < 0:
             spans.append(key.span(quick))
             continue
         value = key.start("value") if key.start("value") >= 0 else key.end()
@@ -180,7 +179,7 @@ def flag_spans(text: str, low: str) -> list[Span]:
     pos = 0
     while flag := _FLAG.search(low, pos):
         pos = flag.end()
-        if not _FAMILY.search(flag.group("name")) or text.startswith("-", pos):
+        if not _FAMILY.search(flag.group("name")) or text.startswith(("-", MASK), pos):
             continue
         if flag.group("q"):
             quoted = _QUOTE.match(text, pos)
