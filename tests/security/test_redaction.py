@@ -236,33 +236,9 @@ SIZE = 1 << 20
 # Texts that make backtracking patterns rescan: repeated prefixes, separators, unterminated quotes and
 # blocks, long runs of token characters. Each is repeated up to 1 MiB.
 ADVERSARIAL = [
-    "a.",
-    "password",
-    "=",
-    "-----BEGIN ",
-    "-----BEGIN RSA PRIVATE KEY-----",
-    "Ab0+/",
-    "x:",
-    "@",
-    "https://",
-    "a://b:",
-    "eyJ",
-    "eyJa.",
-    "password=",
-    "a_",
-    "key ",
-    "ql_",
-    "sk-",
-    "SG.",
-    "AKIA",
-    "ghp_",
-    '"k": "',
-    "Bearer ",
-    "Token ",
-    "%3D",
-    "-",
-    "--",
-    "KeyError: ",
+    *("a.", "password", "=", "-----BEGIN ", "-----BEGIN RSA PRIVATE KEY-----", "Ab0+/", "x:", "@"),
+    *("https://", "a://b:", "eyJ", "eyJa.", "password=", "a_", "key ", "ql_", "sk-", "SG.", "AKIA"),
+    *("ghp_", '"k": "', "Bearer ", "Token ", "%3D", "-", "--", "KeyError: "),
     "passwordpassword" + "x" * 60 + ":",
 ]
 # Text where nearly everything is a secret: every few characters a value to mask.
@@ -308,36 +284,3 @@ def test_doubling_the_text_doubles_the_time(seed):
     half = _cpu_seconds(lambda: redact_error(_repeat(seed, SIZE // 8)), 3)
     full = _cpu_seconds(lambda: redact_error(_repeat(seed, SIZE // 4)), 3)
     assert full < 3 * half  # quadratic time would be 4x
-
-
-# -- in Queue.fail: cut, redact, cut again ---------------------------------------------------------------
-
-
-def _fail_with(producer, worker, admin, error: str) -> str:
-    job = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
-    held = worker.post("/jobs/claim").json
-    response = worker.post(
-        f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": error}
-    )
-    assert response.status_code == 200, response.json
-    return admin.get(f"/jobs/{job['id']}").json["error"]
-
-
-def test_a_secret_across_the_4096_character_cut_is_masked_whole(producer, worker, admin):
-    filler = "y " * 2045  # 4,090 characters
-    stored = _fail_with(producer, worker, admin, filler + "token=abcdefghijklmnopqrstuvwxyz\nrest")
-    assert stored == (filler + f"token={R}")[:4096]
-    assert "abc" not in stored
-    stored = _fail_with(producer, worker, admin, filler + "-----BEGIN PRIVATE KEY-----\n" + "M" * 20_000)
-    assert stored == filler + R[:6]
-    assert "BEGIN" not in stored and "MMM" not in stored
-
-
-def test_a_large_adversarial_error_is_cut_before_redaction(producer, worker, admin):
-    error = "a." * 400_000 + " password=hunter2"  # 800 KB; the secret lies beyond the first 16,384 characters
-    assert _fail_with(producer, worker, admin, error) == "a." * 2048
-
-
-def test_nul_and_lone_surrogates_are_still_replaced(producer, worker, admin):
-    stored = _fail_with(producer, worker, admin, "a\x00b \ud800 password=x\x00y")
-    assert stored == f"a\ufffdb ? password={R}"
