@@ -19,7 +19,7 @@ Span = tuple[int, int]
 # Words that make a key name secret. Some English words that merely start with them are left out
 # (author, authority, passed, passing, passage, passenger, passive, secretary, tokenizer, keyboard,
 # keyword, keystroke, keyspace), and "Unauthorized"; "pw" and "sig" count only as whole words.
-FAMILY = r"""
+_FAMILY_WORDS = r"""
     pass(?!e[ds]|ing|age|enger|ive)(?:[ ]phrase)?
     |pwd|pw(?<![a-z0-9]pw)(?![a-z])
     |secret(?!ar)
@@ -29,7 +29,7 @@ FAMILY = r"""
     |cookie|credential|signature|sig(?<![a-z0-9]sig)(?![a-z])
     |sess(?:ion)?[ ]?id|session
 """
-_FAMILY = re.compile(FAMILY, re.X)
+_FAMILY = re.compile(_FAMILY_WORDS, re.X)
 
 # HTTP authentication schemes; a value starting with one of them and a space is "scheme credentials".
 _SCHEMES = r"bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual|aws4-hmac-sha256|key"
@@ -40,7 +40,7 @@ _SCHEMES = r"bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual
 # after a plain separator; anything else goes through _value().
 _KEY = re.compile(
     rf"""
-    (?P<name>(?:{FAMILY})[a-z0-9_.-]{{0,64}}+)
+    (?P<name>(?:{_FAMILY_WORDS})[a-z0-9_.-]{{0,64}}+)
     (?:\\?["']|%2[27])?\]?
     [ \t]{{0,32}}+
     (?:(?P<encoded>%3[ad])[ \t]{{0,32}}+
