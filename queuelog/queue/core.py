@@ -356,11 +356,12 @@ class Queue(QueueReads):
     ) -> dict[str, Any]:
         """Record a failed attempt: back to ``pending`` after a backoff while retries remain, else ``failed``.
 
-        The error is stored redacted (SPEC V-10) and cut to ``MAX_ERROR_CHARS``; redaction comes first so
-        that a secret straddling the cut cannot survive as a fragment.
+        The error is stored redacted (README, Security, V-10) and cut to ``MAX_ERROR_CHARS``. Redaction
+        (linear in its input) sees the first ``4 * MAX_ERROR_CHARS`` characters and comes before the final
+        cut, so that a secret straddling that cut is masked whole rather than kept as a fragment.
         """
-        error = redact_error(error.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8"))
-        error = error[:MAX_ERROR_CHARS]
+        error = error[: 4 * MAX_ERROR_CHARS].replace("\x00", "\ufffd")
+        error = redact_error(error.encode("utf-8", "replace").decode("utf-8"))[:MAX_ERROR_CHARS]
         d = self.d
         now = self.clock()
         ts = d.time(now)
