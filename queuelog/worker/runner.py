@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
 
 log = logging.getLogger("queuelog.worker")
 MAX_ERROR_CHARS = 4096
@@ -239,10 +239,13 @@ class Worker:
                 self._release(outcome["id"], "complete" if outcome["status"] == 200 else "lost")
         else:
             _, raw, (error, retryable) = batch[0]
-            status = self.client.fail(raw["id"], raw["lease_token"], error, retryable=retryable)
-            if status != 200:
-                log.warning("job %s: failure report refused (HTTP %s): the lease was lost", raw["id"], status)
-            self._release(raw["id"], "fail" if status == 200 else "lost")
+            try:
+                self.client.fail(raw["id"], raw["lease_token"], error, retryable=retryable)
+            except LeaseLost as exc:
+                log.warning("job %s: failure report refused (%s): the lease was lost", raw["id"], exc)
+                self._release(raw["id"], "lost")
+                return
+            self._release(raw["id"], "fail")
 
     # -- leases -------------------------------------------------------------------------------------
 
@@ -254,12 +257,9 @@ class Worker:
                 held = [h for h in self.held.values() if not h.lost]
             for entry in held:
                 try:
-                    status = self.client.heartbeat(
-                        entry.job["id"], entry.job["lease_token"], self.lease_seconds
-                    )
+                    self.client.heartbeat(entry.job["id"], entry.job["lease_token"], self.lease_seconds)
+                except LeaseLost as exc:
+                    log.warning("job %s: lease lost (%s); it may run elsewhere too", entry.job["id"], exc)
+                    entry.lost = True
                 except (TransientError, RequestRefused) as exc:
                     log.warning("heartbeat for job %s failed: %s", entry.job["id"], exc)
-                    continue
-                if status == 409:
-                    log.warning("job %s: lease lost (it expired and was handed out again)", entry.job["id"])
-                    entry.lost = True
