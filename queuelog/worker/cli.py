@@ -71,9 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         grace_period=args.grace_period,
     )
     worker.install_signal_handlers()
-    logging.getLogger("queuelog.worker").info(
-        "working on %s for %s (%d at once)", args.url, ", ".join(worker.types), args.concurrency
-    )
     return worker.run()
 
 

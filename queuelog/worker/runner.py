@@ -11,8 +11,8 @@ Guarantees it keeps:
 
 from __future__ import annotations
 
+import json
 import logging
-import queue
 import signal
 import threading
 import time
@@ -22,7 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
+from queuelog.worker.client import QueueClient, TransientError
+from queuelog.worker.leases import Held, heartbeat_loop
+from queuelog.worker.reports import Report, Reporter
 
 log = logging.getLogger("queuelog.worker")
 MAX_ERROR_CHARS = 4096
@@ -44,13 +46,9 @@ class Job:
     raw: dict[str, Any]
 
 
-@dataclass
-class _Held:
-    job: dict[str, Any]
-    lost: bool = False
-
-
 class Worker:
+    """Runs ``handlers`` (job type -> function of a Job) for jobs claimed through ``client``."""
+
     def __init__(
         self,
         client: QueueClient,
@@ -73,32 +71,39 @@ class Worker:
         self.wait_seconds = wait_seconds
         self.grace_period = grace_period
         self.max_backoff = max_backoff
-        self.held: dict[int, _Held] = {}
+        self.held: dict[int, Held] = {}
         self._lock = threading.Lock()
         self._slots = threading.Condition(self._lock)
         self._stopping = threading.Event()
-        self._reports: queue.Queue[tuple[str, dict[str, Any], Any]] = queue.Queue()
         self._deadline: float | None = None  # set when shutdown starts
-        self.completed = 0
-        self.failed = 0
+        self.reporter = Reporter(
+            client, release=self._release, past_deadline=self._past_deadline, max_backoff=max_backoff
+        )
 
     # -- control ------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop claiming; finish what is held within the grace period."""
+    def stop(self, reason: str = "asked to") -> None:
+        """Stop claiming; finish what is held within the grace period. Safe from any thread."""
         if not self._stopping.is_set():
-            log.info("stopping: no more claims; finishing %d held job(s)", len(self.held))
+            log.info(
+                "stopping (%s): no more claims; finishing %d held job(s) within %gs",
+                reason,
+                len(self.held),
+                self.grace_period,
+            )
             self._deadline = time.monotonic() + self.grace_period
             self._stopping.set()
             with self._slots:
                 self._slots.notify_all()
 
     def install_signal_handlers(self) -> None:
-        def on_signal(signum, _frame):
+        """SIGTERM and SIGINT stop the worker gracefully; a second one exits at once."""
+
+        def on_signal(signum: int, _frame: Any) -> None:
             if self._stopping.is_set():
                 log.warning("second signal: exiting now")
                 raise SystemExit(1)
-            self.stop()
+            self.stop(signal.Signals(signum).name)
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -110,13 +115,18 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped; returns the process exit code (0 after a clean shutdown)."""
+        log.info(
+            "worker started: server %s, concurrency %d, job types %s (lease %ds, long poll %gs)",
+            self.client.url,
+            self.concurrency,
+            ", ".join(self.types),
+            self.lease_seconds,
+            self.wait_seconds,
+        )
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="queuelog-job")
-        helpers = [
-            threading.Thread(target=self._report_loop, name="queuelog-reporter", daemon=True),
-            threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True),
-        ]
-        for thread in helpers:
-            thread.start()
+        threading.Thread(target=self.reporter.run, name="queuelog-reporter", daemon=True).start()
+        beats = (self.client, self.lease_seconds, self._held_jobs)
+        threading.Thread(target=heartbeat_loop, args=beats, name="queuelog-heartbeat", daemon=True).start()
         failures = 0
         while not self._stopping.is_set():
             with self._slots:
@@ -139,9 +149,11 @@ class Worker:
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
                 self._stopping.wait(delay)
                 continue
+            if jobs:
+                log.debug("claimed %d job(s): %s", len(jobs), ", ".join(str(j["id"]) for j in jobs))
             for job in jobs:
                 with self._lock:
-                    self.held[job["id"]] = _Held(job)
+                    self.held[job["id"]] = Held(job)
                 pool.submit(self._run_job, job)
 
         # Shutdown: wait for the handlers, then for their reports, within the grace period.
@@ -150,116 +162,62 @@ class Worker:
         pool.shutdown(wait=False, cancel_futures=True)
         if self.held:
             log.warning(
-                "grace period over with %d job(s) unreported; their leases will expire and they will "
-                "be retried",
+                "stopped after the grace period with %d job(s) unreported (%s); their leases will expire "
+                "and they will be retried",
                 len(self.held),
+                self.reporter.summary(),
             )
         else:
-            log.info("stopped cleanly: %d completed, %d failed", self.completed, self.failed)
+            log.info("stopped cleanly: %s", self.reporter.summary())
         return 0
 
     def _run_job(self, raw: dict[str, Any]) -> None:
         job = Job(raw["id"], raw["type"], raw["payload"], raw["retry_count"] + 1, raw["max_retries"], raw)
-        handler = self.handlers.get(job.type)
+        where = f"job {job.id} ({job.type}) attempt {job.attempt} of {job.max_retries + 1}"
+        started = time.perf_counter()
         try:
-            if handler is None:
-                raise PermanentFailure(f"this worker has no handler for job type {job.type!r}")
-            result = handler(job)
-            if result is not None and not isinstance(result, dict):
-                result = {"value": result}
-            self._reports.put(("complete", raw, result))
+            result = self._call(job)
         except PermanentFailure:
-            self._reports.put(("fail", raw, (traceback.format_exc()[-MAX_ERROR_CHARS:], False)))
+            log.error("%s failed permanently: no retries", where, exc_info=True)
+            report = Report(raw, _ms(started), error=_traceback(), retryable=False)
         except Exception:
-            self._reports.put(("fail", raw, (traceback.format_exc()[-MAX_ERROR_CHARS:], True)))
+            retrying = raw["retry_count"] < raw["max_retries"]
+            level = logging.WARNING if retrying else logging.ERROR
+            log.log(
+                level, "%s failed: %s", where, "will retry" if retrying else "no retries left", exc_info=True
+            )
+            report = Report(raw, _ms(started), error=_traceback(), retryable=True)
+        else:
+            report = Report(raw, _ms(started), result=result)
+        self.reporter.put(report)
 
-    # -- reporting ----------------------------------------------------------------------------------
+    def _call(self, job: Job) -> dict[str, Any] | None:
+        """Run the job's handler; its result as the server stores it (a non-dict becomes {"value": ...})."""
+        handler = self.handlers.get(job.type)
+        if handler is None:
+            raise PermanentFailure(f"this worker has no handler for job type {job.type!r}")
+        result = handler(job)
+        if result is not None and not isinstance(result, dict):
+            result = {"value": result}
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise PermanentFailure(f"the handler's result is not JSON: {exc}") from exc
+        return result
 
-    def _release(self, job_id: int, outcome: str) -> None:
+    def _release(self, job_id: int) -> None:
         with self._slots:
             self.held.pop(job_id, None)
             self._slots.notify_all()
-        if outcome == "complete":
-            self.completed += 1
-        elif outcome == "fail":
-            self.failed += 1
 
-    def _report_loop(self) -> None:
-        failures = 0
-        while True:
-            kind, raw, detail = self._reports.get()
-            batch = [(kind, raw, detail)]
-            if kind == "complete":  # gather whatever else has finished, for one batch request
-                while len(batch) < 100:
-                    try:
-                        item = self._reports.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item[0] != "complete":
-                        self._reports.put(item)
-                        break
-                    batch.append(item)
-            while True:
-                try:
-                    self._deliver(batch)
-                    failures = 0
-                    break
-                except TransientError as exc:
-                    if self._past_deadline():
-                        log.error("giving up on %d report(s) at shutdown: %s", len(batch), exc)
-                        for _, item, _ in batch:
-                            self._release(item["id"], "abandoned")
-                        break
-                    failures += 1
-                    delay = min(self.max_backoff, 0.25 * 2**failures)
-                    log.warning("report failed (%s); retrying in %.1fs", exc, delay)
-                    time.sleep(delay)
+    def _held_jobs(self) -> list[Held]:
+        with self._lock:
+            return list(self.held.values())
 
-    def _deliver(self, batch: list[tuple[str, dict[str, Any], Any]]) -> None:
-        kind = batch[0][0]
-        if kind == "complete":
-            items = [{"id": raw["id"], "lease_token": raw["lease_token"]} for _, raw, _ in batch]
-            for item, (_, _, result) in zip(items, batch, strict=True):
-                if result is not None:
-                    item["result"] = result
-            try:
-                results = self.client.complete_many(items)
-            except RequestRefused as exc:  # e.g. a result over the size limit: report it as a failure
-                log.error("completion refused (%s); reporting the jobs as failed", exc)
-                for _, raw, _ in batch:
-                    self._reports.put(("fail", raw, (f"result refused by the server: {exc}", False)))
-                return
-            for outcome in results:
-                if outcome["status"] != 200:
-                    log.warning(
-                        "job %s: completion refused (%s): the lease was lost",
-                        outcome["id"],
-                        outcome["error"]["detail"],
-                    )
-                self._release(outcome["id"], "complete" if outcome["status"] == 200 else "lost")
-        else:
-            _, raw, (error, retryable) = batch[0]
-            try:
-                self.client.fail(raw["id"], raw["lease_token"], error, retryable=retryable)
-            except LeaseLost as exc:
-                log.warning("job %s: failure report refused (%s): the lease was lost", raw["id"], exc)
-                self._release(raw["id"], "lost")
-                return
-            self._release(raw["id"], "fail")
 
-    # -- leases -------------------------------------------------------------------------------------
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
 
-    def _heartbeat_loop(self) -> None:
-        interval = self.lease_seconds / 3
-        while True:
-            time.sleep(interval)
-            with self._lock:
-                held = [h for h in self.held.values() if not h.lost]
-            for entry in held:
-                try:
-                    self.client.heartbeat(entry.job["id"], entry.job["lease_token"], self.lease_seconds)
-                except LeaseLost as exc:
-                    log.warning("job %s: lease lost (%s); it may run elsewhere too", entry.job["id"], exc)
-                    entry.lost = True
-                except (TransientError, RequestRefused) as exc:
-                    log.warning("heartbeat for job %s failed: %s", entry.job["id"], exc)
+
+def _traceback() -> str:
+    return traceback.format_exc()[-MAX_ERROR_CHARS:]
