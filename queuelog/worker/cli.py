@@ -71,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         grace_period=args.grace_period,
     )
     worker.install_signal_handlers()
-    return worker.run()
+    status = worker.run()
+    if worker.held:
+        # The grace period ended with handlers still running: exit now rather than wait for them (the
+        # interpreter would join their threads); their jobs are retried once their leases expire.
+        logging.shutdown()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":

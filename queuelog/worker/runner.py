@@ -5,14 +5,17 @@ Guarantees it keeps:
 - a report that cannot be delivered (server down or restarting) is retried with backoff until it is
   delivered, the server refuses it for good (the lease was lost), or the shutdown grace period ends;
 - while a job is held (running or waiting for its report) its lease is extended every third of its length;
-- on SIGTERM/SIGINT it stops claiming, lets running handlers finish within the grace period, delivers
-  their reports, and returns 0. A second signal stops at once.
+- on SIGTERM/SIGINT it stops claiming within about ``poll_slice`` seconds (a long poll is asked for in
+  requests of at most that long, and the one in flight is let finish, so no job is claimed and then
+  dropped), lets running handlers finish within the grace period, delivers their reports, and returns 0.
+  A second signal exits at once with status 1.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -22,12 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from queuelog.worker.client import QueueClient, TransientError
+from queuelog.worker.client import QueueClient, RequestRefused, TransientError
 from queuelog.worker.leases import Held, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
 
 log = logging.getLogger("queuelog.worker")
 MAX_ERROR_CHARS = 4096
+STEP = 0.1  # seconds between checks for a stop request while the main thread waits
 
 
 class PermanentFailure(Exception):
@@ -60,6 +64,7 @@ class Worker:
         wait_seconds: float = 10,
         grace_period: float = 30,
         max_backoff: float = 10,
+        poll_slice: float = 1.0,
     ):
         if not handlers:
             raise ValueError("a worker needs at least one handler")
@@ -71,11 +76,14 @@ class Worker:
         self.wait_seconds = wait_seconds
         self.grace_period = grace_period
         self.max_backoff = max_backoff
+        self.poll_slice = poll_slice
         self.held: dict[int, Held] = {}
         self._lock = threading.Lock()
         self._slots = threading.Condition(self._lock)
         self._stopping = threading.Event()
+        self._signalled: str | None = None  # set by the signal handler, which must take no locks
         self._deadline: float | None = None  # set when shutdown starts
+        self._exit_code = 0
         self.reporter = Reporter(
             client, release=self._release, past_deadline=self._past_deadline, max_backoff=max_backoff
         )
@@ -97,16 +105,29 @@ class Worker:
                 self._slots.notify_all()
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT stop the worker gracefully; a second one exits at once."""
+        """SIGTERM and SIGINT stop the worker gracefully; a second one exits at once with status 1."""
 
         def on_signal(signum: int, _frame: Any) -> None:
-            if self._stopping.is_set():
-                log.warning("second signal: exiting now")
-                raise SystemExit(1)
-            self.stop(signal.Signals(signum).name)
+            # This runs in the main thread between two of its steps, perhaps while it holds a lock: it only
+            # sets a flag, which the main loop checks at least every STEP seconds and between claims.
+            if self._signalled or self._stopping.is_set():
+                log.warning("second signal: exiting now; held jobs will be retried when their leases expire")
+                os._exit(1)
+            self._signalled = signal.Signals(signum).name
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+
+    def _stop_requested(self) -> bool:
+        if self._signalled and not self._stopping.is_set():
+            self.stop(self._signalled)
+        return self._stopping.is_set()
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, but return soon after a stop is requested."""
+        end = time.monotonic() + seconds
+        while not self._stop_requested() and (left := end - time.monotonic()) > 0:
+            time.sleep(min(STEP, left))
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() > self._deadline
@@ -128,30 +149,39 @@ class Worker:
         beats = (self.client, self.lease_seconds, self._held_jobs)
         threading.Thread(target=heartbeat_loop, args=beats, name="queuelog-heartbeat", daemon=True).start()
         failures = 0
-        while not self._stopping.is_set():
+        while not self._stop_requested():
             with self._slots:
                 while len(self.held) >= self.concurrency and not self._stopping.is_set():
-                    self._slots.wait(1)
+                    self._slots.wait(STEP)
+                    if self._signalled:
+                        break
                 free = self.concurrency - len(self.held)
-            if self._stopping.is_set():
-                break
+            if free <= 0 or self._stop_requested():
+                continue
             try:
                 jobs = self.client.claim(
                     limit=free,
-                    wait_seconds=self.wait_seconds,
+                    wait_seconds=min(self.wait_seconds, self.poll_slice),
                     types=self.types,
                     lease_seconds=self.lease_seconds,
                 )
                 failures = 0
             except TransientError as exc:
+                if self._stop_requested():
+                    break
                 failures += 1
                 delay = min(self.max_backoff, 0.25 * 2**failures)
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
-                self._stopping.wait(delay)
+                self._pause(delay)
                 continue
+            except RequestRefused as exc:  # a revoked key, say: asking again will not help
+                log.error("claim refused (%s)", exc)
+                self._exit_code = 1
+                self.stop("claims refused")
+                break
             if jobs:
                 log.debug("claimed %d job(s): %s", len(jobs), ", ".join(str(j["id"]) for j in jobs))
-            for job in jobs:
+            for job in jobs:  # even when a stop came meanwhile: they are ours now, run them
                 with self._lock:
                     self.held[job["id"]] = Held(job)
                 pool.submit(self._run_job, job)
@@ -169,7 +199,7 @@ class Worker:
             )
         else:
             log.info("stopped cleanly: %s", self.reporter.summary())
-        return 0
+        return self._exit_code
 
     def _run_job(self, raw: dict[str, Any]) -> None:
         job = Job(raw["id"], raw["type"], raw["payload"], raw["retry_count"] + 1, raw["max_retries"], raw)
