@@ -40,20 +40,29 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="queuelog-bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=["core", "backlog", "http", "pages", "all"])
+    parser = argparse.ArgumentParser(
+        prog="queuelog-bench",
+        description="How fast queuelog is next to the raw database and the web stack, on this machine.",
+    )
+    parser.add_argument(
+        "scenario",
+        choices=["core", "backlog", "http", "pages", "all"],
+        help="what to measure; all runs every scenario",
+    )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
         "--backlog", type=int, default=1_000_000, help="jobs in the big backlog (default 1,000,000)"
     )
     parser.add_argument(
-        "--pages-jobs", type=int, default=1_000_000, help="jobs in the table for pages (1,000,000)"
+        "--pages-jobs", type=int, default=1_000_000, help="jobs in the table for pages (default 1,000,000)"
     )
     parser.add_argument("--batch", type=int, default=100, help="jobs per batch claim (default 100)")
     parser.add_argument(
-        "--postgres-url", help="also run on this PostgreSQL server (postgresql+psycopg://...)"
+        "--postgres-url", help="also run on this PostgreSQL server, postgresql+psycopg://... (default: none)"
     )
-    parser.add_argument("--sqlite", action=argparse.BooleanOptionalAction, default=True, help="run on SQLite")
+    parser.add_argument(
+        "--sqlite", action=argparse.BooleanOptionalAction, default=True, help="run on SQLite (default: on)"
+    )
     parser.add_argument("--clients", type=int, default=4, help="http: client processes (default 4)")
     parser.add_argument("--workers", type=int, default=2, help="http: gunicorn worker processes (default 2)")
     parser.add_argument(

@@ -11,7 +11,7 @@ Run them with ``queuelog-worker --url http://queue:8000 --handlers mymodule`` (t
 ``QUEUELOG_WORKER_KEY``). This package imports neither Flask nor SQLAlchemy.
 """
 
-from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
 from queuelog.worker.runner import Job, PermanentFailure, Worker
 
 
@@ -25,4 +25,13 @@ def handles(job_type: str):
     return mark
 
 
-__all__ = ["Job", "PermanentFailure", "QueueClient", "RequestRefused", "TransientError", "Worker", "handles"]
+__all__ = [
+    "Job",
+    "LeaseLost",
+    "PermanentFailure",
+    "QueueClient",
+    "RequestRefused",
+    "TransientError",
+    "Worker",
+    "handles",
+]

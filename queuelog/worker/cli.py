@@ -1,4 +1,4 @@
-"""``queuelog-worker``: run the handlers of a module against a queuelog server."""
+"""The queuelog-worker command: run the handlers of a module against a queuelog server."""
 
 from __future__ import annotations
 
@@ -13,9 +13,25 @@ from typing import Any
 from queuelog.worker.client import QueueClient
 from queuelog.worker.runner import Worker
 
+DEFAULT_URL = "http://127.0.0.1:5000"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+DESCRIPTION = (
+    "Run the job handlers of a Python module against a queuelog server: claim jobs over HTTP, run them "
+    "on a pool of threads, and report their results and failures."
+)
+EPILOG = (
+    "The worker key comes from QUEUELOG_WORKER_KEY. The log goes to standard error: start-up, each "
+    "finished job (id, type, outcome, run time in ms) and shutdown at INFO; a failing handler's traceback "
+    "at WARNING when the job will be retried, at ERROR when it will not. On SIGTERM or SIGINT the worker "
+    "stops claiming within about a second, lets running handlers finish within the grace period, reports "
+    "them and exits 0; a second signal exits at once with status 1."
+)
+
 
 def load_handlers(module_name: str) -> dict[str, Callable[..., Any]]:
-    """The module's functions marked with ``@handles(type)``, plus any ``HANDLERS = {type: function}``."""
+    """The module's functions marked with @handles(type), plus any HANDLERS = {type: function}."""
     sys.path.insert(0, os.getcwd())
     module = importlib.import_module(module_name)
     handlers = dict(getattr(module, "HANDLERS", {}))
@@ -28,41 +44,101 @@ def load_handlers(module_name: str) -> dict[str, Callable[..., Any]]:
     return handlers
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="queuelog-worker", description=__doc__)
-    parser.add_argument(
-        "--url",
-        default=os.environ.get("QUEUELOG_URL", "http://127.0.0.1:5000"),
-        help="the server (default $QUEUELOG_URL or http://127.0.0.1:5000)",
-    )
-    parser.add_argument(
+def _number(kind: type, low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a number of ``kind`` from ``low`` to ``high``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; every option's help says its default."""
+    parser = argparse.ArgumentParser(prog="queuelog-worker", description=DESCRIPTION, epilog=EPILOG)
+    add = parser.add_argument
+    add("--url", help=f"the server's base URL (default: $QUEUELOG_URL, else {DEFAULT_URL})")
+    add(
         "--key",
-        default=os.environ.get("QUEUELOG_WORKER_KEY"),
-        help="a worker key (default $QUEUELOG_WORKER_KEY; prefer the variable: arguments show in ps)",
+        help="a worker key (default: $QUEUELOG_WORKER_KEY; prefer the variable: arguments show in ps)",
     )
-    parser.add_argument(
-        "--handlers", required=True, help="module with the handlers, e.g. queuelog.worker.demo"
+    add(
+        "--handlers",
+        required=True,
+        metavar="MODULE",
+        help="the module with the handlers, e.g. queuelog.worker.demo (required, no default)",
     )
-    parser.add_argument("--concurrency", type=int, default=4, help="jobs run at once (default 4)")
-    parser.add_argument("--types", help="only these job types, comma-separated (default: every handled type)")
-    parser.add_argument(
-        "--lease-seconds", type=int, default=60, help="lease per claim; heartbeats every third"
+    add(
+        "--concurrency",
+        type=_number(int, 1, 100),
+        default=4,
+        metavar="N",
+        help="jobs run at once, 1..100 (default: %(default)s)",
     )
-    parser.add_argument("--wait-seconds", type=float, default=10, help="long-poll wait per claim (0..20)")
-    parser.add_argument(
-        "--grace-period", type=float, default=30, help="seconds to finish held jobs on SIGTERM"
+    add(
+        "--types",
+        metavar="TYPE,...",
+        help="claim only these job types, comma-separated (default: every type the module handles)",
     )
-    parser.add_argument("--log-level", default="INFO")
+    add(
+        "--lease-seconds",
+        type=_number(int, 5, 43200),
+        default=60,
+        metavar="S",
+        help="lease asked for per claim, 5..43200; held jobs are heartbeated every third of it "
+        "(default: %(default)s)",
+    )
+    add(
+        "--wait-seconds",
+        type=_number(float, 0, 20),
+        default=10,
+        metavar="S",
+        help="long-poll wait for work, 0..20; asked for in requests of at most 1 s each, so that a stop "
+        "takes effect within about a second (default: %(default)s)",
+    )
+    add(
+        "--grace-period",
+        type=_number(float, 0, 86400),
+        default=30,
+        metavar="S",
+        help="seconds running handlers get to finish and report after SIGTERM or SIGINT "
+        "(default: %(default)s)",
+    )
+    add(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="the least severe messages logged, in any case: INFO logs start-up, every finished job and "
+        "shutdown; WARNING and ERROR only problems, failing handlers with their tracebacks; DEBUG adds "
+        "each claim (default: %(default)s)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, load the handlers and work until stopped; returns the exit status."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if not args.key:
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
+    key = args.key or os.environ.get("QUEUELOG_WORKER_KEY")
+    if not key:
         parser.error("no worker key: set QUEUELOG_WORKER_KEY or pass --key")
+    url = args.url or os.environ.get("QUEUELOG_URL") or DEFAULT_URL
+    try:
+        client = QueueClient(url, key)
+    except ValueError as exc:
+        parser.error(str(exc))
     handlers = load_handlers(args.handlers)
     types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types else None
     worker = Worker(
-        QueueClient(args.url, args.key),
+        client,
         handlers,
         concurrency=args.concurrency,
         types=types,
@@ -71,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         grace_period=args.grace_period,
     )
     worker.install_signal_handlers()
-    logging.getLogger("queuelog.worker").info(
-        "working on %s for %s (%d at once)", args.url, ", ".join(worker.types), args.concurrency
-    )
-    return worker.run()
+    status = worker.run()
+    if worker.held:
+        # The grace period ended with handlers still running: exit now rather than wait for them (the
+        # interpreter would join their threads); their jobs are retried once their leases expire.
+        logging.shutdown()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -5,14 +5,17 @@ Guarantees it keeps:
 - a report that cannot be delivered (server down or restarting) is retried with backoff until it is
   delivered, the server refuses it for good (the lease was lost), or the shutdown grace period ends;
 - while a job is held (running or waiting for its report) its lease is extended every third of its length;
-- on SIGTERM/SIGINT it stops claiming, lets running handlers finish within the grace period, delivers
-  their reports, and returns 0. A second signal stops at once.
+- on SIGTERM/SIGINT it stops claiming within about ``poll_slice`` seconds (a long poll is asked for in
+  requests of at most that long, and the one in flight is let finish, so no job is claimed and then
+  dropped), lets running handlers finish within the grace period, delivers their reports, and returns 0.
+  A second signal exits at once with status 1.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import queue
+import os
 import signal
 import threading
 import time
@@ -23,9 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.leases import Held, heartbeat_loop
+from queuelog.worker.reports import Report, Reporter
 
 log = logging.getLogger("queuelog.worker")
 MAX_ERROR_CHARS = 4096
+STEP = 0.1  # seconds between checks for a stop request while the main thread waits
 
 
 class PermanentFailure(Exception):
@@ -44,13 +50,9 @@ class Job:
     raw: dict[str, Any]
 
 
-@dataclass
-class _Held:
-    job: dict[str, Any]
-    lost: bool = False
-
-
 class Worker:
+    """Runs ``handlers`` (job type -> function of a Job) for jobs claimed through ``client``."""
+
     def __init__(
         self,
         client: QueueClient,
@@ -62,6 +64,7 @@ class Worker:
         wait_seconds: float = 10,
         grace_period: float = 30,
         max_backoff: float = 10,
+        poll_slice: float = 1.0,
     ):
         if not handlers:
             raise ValueError("a worker needs at least one handler")
@@ -73,35 +76,58 @@ class Worker:
         self.wait_seconds = wait_seconds
         self.grace_period = grace_period
         self.max_backoff = max_backoff
-        self.held: dict[int, _Held] = {}
+        self.poll_slice = poll_slice
+        self.held: dict[int, Held] = {}
         self._lock = threading.Lock()
         self._slots = threading.Condition(self._lock)
         self._stopping = threading.Event()
-        self._reports: queue.Queue[tuple[str, dict[str, Any], Any]] = queue.Queue()
+        self._signalled: str | None = None  # set by the signal handler, which must take no locks
         self._deadline: float | None = None  # set when shutdown starts
-        self.completed = 0
-        self.failed = 0
+        self._exit_code = 0
+        self.reporter = Reporter(
+            client, release=self._release, past_deadline=self._past_deadline, max_backoff=max_backoff
+        )
 
     # -- control ------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop claiming; finish what is held within the grace period."""
+    def stop(self, reason: str = "asked to") -> None:
+        """Stop claiming; finish what is held within the grace period. Safe from any thread."""
         if not self._stopping.is_set():
-            log.info("stopping: no more claims; finishing %d held job(s)", len(self.held))
+            log.info(
+                "stopping (%s): no more claims; finishing %d held job(s) within %gs",
+                reason,
+                len(self.held),
+                self.grace_period,
+            )
             self._deadline = time.monotonic() + self.grace_period
             self._stopping.set()
             with self._slots:
                 self._slots.notify_all()
 
     def install_signal_handlers(self) -> None:
-        def on_signal(signum, _frame):
-            if self._stopping.is_set():
-                log.warning("second signal: exiting now")
-                raise SystemExit(1)
-            self.stop()
+        """SIGTERM and SIGINT stop the worker gracefully; a second one exits at once with status 1."""
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            # This runs in the main thread between two of its steps, perhaps while it holds a lock: it only
+            # sets a flag, which the main loop checks at least every STEP seconds and between claims.
+            if self._signalled or self._stopping.is_set():
+                log.warning("second signal: exiting now; held jobs will be retried when their leases expire")
+                os._exit(1)
+            self._signalled = signal.Signals(signum).name
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+
+    def _stop_requested(self) -> bool:
+        if self._signalled and not self._stopping.is_set():
+            self.stop(self._signalled)
+        return self._stopping.is_set()
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, but return soon after a stop is requested."""
+        end = time.monotonic() + seconds
+        while not self._stop_requested() and (left := end - time.monotonic()) > 0:
+            time.sleep(min(STEP, left))
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() > self._deadline
@@ -110,38 +136,54 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped; returns the process exit code (0 after a clean shutdown)."""
+        log.info(
+            "worker started: server %s, concurrency %d, job types %s (lease %ds, long poll %gs)",
+            self.client.url,
+            self.concurrency,
+            ", ".join(self.types),
+            self.lease_seconds,
+            self.wait_seconds,
+        )
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="queuelog-job")
-        helpers = [
-            threading.Thread(target=self._report_loop, name="queuelog-reporter", daemon=True),
-            threading.Thread(target=self._heartbeat_loop, name="queuelog-heartbeat", daemon=True),
-        ]
-        for thread in helpers:
-            thread.start()
+        threading.Thread(target=self.reporter.run, name="queuelog-reporter", daemon=True).start()
+        beats = (self.client, self.lease_seconds, self._held_jobs)
+        threading.Thread(target=heartbeat_loop, args=beats, name="queuelog-heartbeat", daemon=True).start()
         failures = 0
-        while not self._stopping.is_set():
+        while not self._stop_requested():
             with self._slots:
                 while len(self.held) >= self.concurrency and not self._stopping.is_set():
-                    self._slots.wait(1)
+                    self._slots.wait(STEP)
+                    if self._signalled:
+                        break
                 free = self.concurrency - len(self.held)
-            if self._stopping.is_set():
-                break
+            if free <= 0 or self._stop_requested():
+                continue
             try:
                 jobs = self.client.claim(
                     limit=free,
-                    wait_seconds=self.wait_seconds,
+                    wait_seconds=min(self.wait_seconds, self.poll_slice),
                     types=self.types,
                     lease_seconds=self.lease_seconds,
                 )
                 failures = 0
             except TransientError as exc:
+                if self._stop_requested():
+                    break
                 failures += 1
                 delay = min(self.max_backoff, 0.25 * 2**failures)
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
-                self._stopping.wait(delay)
+                self._pause(delay)
                 continue
-            for job in jobs:
+            except RequestRefused as exc:  # a revoked key, say: asking again will not help
+                log.error("claim refused (%s)", exc)
+                self._exit_code = 1
+                self.stop("claims refused")
+                break
+            if jobs:
+                log.debug("claimed %d job(s): %s", len(jobs), ", ".join(str(j["id"]) for j in jobs))
+            for job in jobs:  # even when a stop came meanwhile: they are ours now, run them
                 with self._lock:
-                    self.held[job["id"]] = _Held(job)
+                    self.held[job["id"]] = Held(job)
                 pool.submit(self._run_job, job)
 
         # Shutdown: wait for the handlers, then for their reports, within the grace period.
@@ -150,116 +192,62 @@ class Worker:
         pool.shutdown(wait=False, cancel_futures=True)
         if self.held:
             log.warning(
-                "grace period over with %d job(s) unreported; their leases will expire and they will "
-                "be retried",
+                "stopped after the grace period with %d job(s) unreported (%s); their leases will expire "
+                "and they will be retried",
                 len(self.held),
+                self.reporter.summary(),
             )
         else:
-            log.info("stopped cleanly: %d completed, %d failed", self.completed, self.failed)
-        return 0
+            log.info("stopped cleanly: %s", self.reporter.summary())
+        return self._exit_code
 
     def _run_job(self, raw: dict[str, Any]) -> None:
         job = Job(raw["id"], raw["type"], raw["payload"], raw["retry_count"] + 1, raw["max_retries"], raw)
-        handler = self.handlers.get(job.type)
+        where = f"job {job.id} ({job.type}) attempt {job.attempt} of {job.max_retries + 1}"
+        started = time.perf_counter()
         try:
-            if handler is None:
-                raise PermanentFailure(f"this worker has no handler for job type {job.type!r}")
-            result = handler(job)
-            if result is not None and not isinstance(result, dict):
-                result = {"value": result}
-            self._reports.put(("complete", raw, result))
+            result = self._call(job)
         except PermanentFailure:
-            self._reports.put(("fail", raw, (traceback.format_exc()[-MAX_ERROR_CHARS:], False)))
+            log.error("%s failed permanently: no retries", where, exc_info=True)
+            report = Report(raw, _ms(started), error=_traceback(), retryable=False)
         except Exception:
-            self._reports.put(("fail", raw, (traceback.format_exc()[-MAX_ERROR_CHARS:], True)))
+            retrying = raw["retry_count"] < raw["max_retries"]
+            level = logging.WARNING if retrying else logging.ERROR
+            log.log(
+                level, "%s failed: %s", where, "will retry" if retrying else "no retries left", exc_info=True
+            )
+            report = Report(raw, _ms(started), error=_traceback(), retryable=True)
+        else:
+            report = Report(raw, _ms(started), result=result)
+        self.reporter.put(report)
 
-    # -- reporting ----------------------------------------------------------------------------------
+    def _call(self, job: Job) -> dict[str, Any] | None:
+        """Run the job's handler; its result as the server stores it (a non-dict becomes {"value": ...})."""
+        handler = self.handlers.get(job.type)
+        if handler is None:
+            raise PermanentFailure(f"this worker has no handler for job type {job.type!r}")
+        result = handler(job)
+        if result is not None and not isinstance(result, dict):
+            result = {"value": result}
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise PermanentFailure(f"the handler's result is not JSON: {exc}") from exc
+        return result
 
-    def _release(self, job_id: int, outcome: str) -> None:
+    def _release(self, job_id: int) -> None:
         with self._slots:
             self.held.pop(job_id, None)
             self._slots.notify_all()
-        if outcome == "complete":
-            self.completed += 1
-        elif outcome == "fail":
-            self.failed += 1
 
-    def _report_loop(self) -> None:
-        failures = 0
-        while True:
-            kind, raw, detail = self._reports.get()
-            batch = [(kind, raw, detail)]
-            if kind == "complete":  # gather whatever else has finished, for one batch request
-                while len(batch) < 100:
-                    try:
-                        item = self._reports.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item[0] != "complete":
-                        self._reports.put(item)
-                        break
-                    batch.append(item)
-            while True:
-                try:
-                    self._deliver(batch)
-                    failures = 0
-                    break
-                except TransientError as exc:
-                    if self._past_deadline():
-                        log.error("giving up on %d report(s) at shutdown: %s", len(batch), exc)
-                        for _, item, _ in batch:
-                            self._release(item["id"], "abandoned")
-                        break
-                    failures += 1
-                    delay = min(self.max_backoff, 0.25 * 2**failures)
-                    log.warning("report failed (%s); retrying in %.1fs", exc, delay)
-                    time.sleep(delay)
+    def _held_jobs(self) -> list[Held]:
+        with self._lock:
+            return list(self.held.values())
 
-    def _deliver(self, batch: list[tuple[str, dict[str, Any], Any]]) -> None:
-        kind = batch[0][0]
-        if kind == "complete":
-            items = [{"id": raw["id"], "lease_token": raw["lease_token"]} for _, raw, _ in batch]
-            for item, (_, _, result) in zip(items, batch, strict=True):
-                if result is not None:
-                    item["result"] = result
-            try:
-                results = self.client.complete_many(items)
-            except RequestRefused as exc:  # e.g. a result over the size limit: report it as a failure
-                log.error("completion refused (%s); reporting the jobs as failed", exc)
-                for _, raw, _ in batch:
-                    self._reports.put(("fail", raw, (f"result refused by the server: {exc}", False)))
-                return
-            for outcome in results:
-                if outcome["status"] != 200:
-                    log.warning(
-                        "job %s: completion refused (%s): the lease was lost",
-                        outcome["id"],
-                        outcome["error"]["detail"],
-                    )
-                self._release(outcome["id"], "complete" if outcome["status"] == 200 else "lost")
-        else:
-            _, raw, (error, retryable) = batch[0]
-            status = self.client.fail(raw["id"], raw["lease_token"], error, retryable=retryable)
-            if status != 200:
-                log.warning("job %s: failure report refused (HTTP %s): the lease was lost", raw["id"], status)
-            self._release(raw["id"], "fail" if status == 200 else "lost")
 
-    # -- leases -------------------------------------------------------------------------------------
+def _ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
 
-    def _heartbeat_loop(self) -> None:
-        interval = self.lease_seconds / 3
-        while True:
-            time.sleep(interval)
-            with self._lock:
-                held = [h for h in self.held.values() if not h.lost]
-            for entry in held:
-                try:
-                    status = self.client.heartbeat(
-                        entry.job["id"], entry.job["lease_token"], self.lease_seconds
-                    )
-                except (TransientError, RequestRefused) as exc:
-                    log.warning("heartbeat for job %s failed: %s", entry.job["id"], exc)
-                    continue
-                if status == 409:
-                    log.warning("job %s: lease lost (it expired and was handed out again)", entry.job["id"])
-                    entry.lost = True
+
+def _traceback() -> str:
+    return traceback.format_exc()[-MAX_ERROR_CHARS:]

@@ -5,85 +5,14 @@ Every test here is bounded in time and stops the processes it started.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import pytest
 import requests
 
-from tests.conftest import ROOT
-
-FAST = {"QUEUELOG_RETRY_BACKOFF_BASE": "0"}
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-class Workers:
-    """Starts queuelog-worker processes and makes sure none outlives the test."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, url: str, key: str, *args: str) -> subprocess.Popen:
-        log_path = self.folder / f"worker-{len(self.procs)}.log"
-        with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "queuelog.worker.cli",
-                    "--url",
-                    url,
-                    "--handlers",
-                    "tests.worker.handlers",
-                    "--log-level",
-                    "DEBUG",
-                    *args,
-                ],
-                cwd=ROOT,
-                env={**os.environ, "QUEUELOG_WORKER_KEY": key},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        proc.log_path = log_path
-        self.procs.append(proc)
-        return proc
-
-    def output(self, proc) -> str:
-        return Path(proc.log_path).read_text()
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
-@pytest.fixture
-def workers(tmp_path):
-    pool = Workers(tmp_path)
-    yield pool
-    pool.stop_all()
-
-
-def session(key: str) -> requests.Session:
-    s = requests.Session()
-    s.headers["Authorization"] = f"Bearer {key}"
-    return s
+from tests.worker.processes import FAST, session, wait_until
 
 
 def test_worker_runs_handlers_reports_results_and_failures(app, keys, live_server, workers):

@@ -1,0 +1,169 @@
+"""Delivering what handlers did to the server, and logging how each job ended.
+
+One thread delivers reports in order: completions are gathered into batch requests, failures go one by
+one. A report that cannot be delivered (server down or restarting) is retried with backoff until it is
+delivered, the server refuses it, or the shutdown grace period ends. Once the server has answered, the
+job's line is logged at INFO: its id, type, outcome and how long its handler ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
+
+log = logging.getLogger("queuelog.worker")
+
+MAX_BATCH = 100  # the server's limit for one POST /jobs/complete
+
+# How a job ended, as logged and counted.
+COMPLETED = "completed"
+RETRYING = "failed, will retry"
+FAILED = "failed for good"
+PERMANENT = "permanent failure"
+LOST = "lost lease"
+UNREPORTED = "unreported"  # given up at shutdown, or refused: the lease will expire
+FAILURES = (RETRYING, FAILED, PERMANENT)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one handler run ended with: a result, or an error (its traceback) and whether to retry."""
+
+    job: dict[str, Any]  # the job as claimed (id, type, lease_token, ...)
+    ms: int  # how long the handler ran
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    retryable: bool = True
+    alone: bool = False  # deliver in a request of its own (its batch was refused)
+
+    @property
+    def label(self) -> str:
+        return f"job {self.job['id']} ({self.job['type']})"
+
+
+class Reporter:
+    """Delivers reports from a thread of its own; calls ``release(job_id)`` once a job is settled."""
+
+    def __init__(
+        self,
+        client: QueueClient,
+        *,
+        release: Callable[[int], None],
+        past_deadline: Callable[[], bool],
+        max_backoff: float = 10,
+    ):
+        self.client = client
+        self.release = release
+        self.past_deadline = past_deadline
+        self.max_backoff = max_backoff
+        self.counts: Counter[str] = Counter()
+        self._queue: queue.Queue[Report] = queue.Queue()
+
+    def put(self, report: Report) -> None:
+        self._queue.put(report)
+
+    def summary(self) -> str:
+        """E.g. "3 completed, 1 failed, 0 lost lease"."""
+        failed = sum(self.counts[o] for o in FAILURES)
+        return f"{self.counts[COMPLETED]} completed, {failed} failed, {self.counts[LOST]} lost lease"
+
+    def run(self) -> None:
+        """The thread's loop: never returns."""
+        failures = 0
+        while True:
+            batch = self._next_batch()
+            while True:
+                try:
+                    self._deliver(batch)
+                    failures = 0
+                    break
+                except TransientError as exc:
+                    if self.past_deadline():
+                        log.error("giving up on %d report(s) at shutdown: %s", len(batch), exc)
+                        for report in batch:
+                            self._finished(report, UNREPORTED)
+                        break
+                    failures += 1
+                    delay = min(self.max_backoff, 0.25 * 2**failures)
+                    log.warning("report failed (%s); retrying in %.1fs", exc, delay)
+                    time.sleep(delay)
+
+    def _next_batch(self) -> list[Report]:
+        """The next failure alone, or the next completion with whatever other completions are waiting."""
+        first = self._queue.get()
+        batch = [first]
+        if first.error is not None or first.alone:
+            return batch
+        while len(batch) < MAX_BATCH:
+            try:
+                report = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if report.error is not None or report.alone:
+                self._queue.put(report)  # its turn comes next
+                break
+            batch.append(report)
+        return batch
+
+    def _deliver(self, batch: list[Report]) -> None:
+        if batch[0].error is None:
+            self._complete(batch)
+            return
+        report = batch[0]
+        try:
+            job = self.client.fail(
+                report.job["id"], report.job["lease_token"], report.error, retryable=report.retryable
+            )
+        except LeaseLost as exc:
+            log.warning("%s: failure report refused (%s): the lease was lost", report.label, exc)
+            self._finished(report, LOST)
+            return
+        except RequestRefused as exc:
+            log.error("%s: failure report refused (%s); its lease will expire", report.label, exc)
+            self._finished(report, UNREPORTED)
+            return
+        if job["status"] == "pending":
+            self._finished(report, RETRYING)
+        else:
+            self._finished(report, FAILED if report.retryable else PERMANENT)
+
+    def _complete(self, batch: list[Report]) -> None:
+        items = []
+        for report in batch:
+            item = {"id": report.job["id"], "lease_token": report.job["lease_token"]}
+            if report.result is not None:
+                item["result"] = report.result
+            items.append(item)
+        try:
+            results = self.client.complete_many(items)
+        except RequestRefused as exc:  # e.g. a result over the size limit
+            if len(batch) > 1:  # find out which: one request per job
+                log.warning("completion of %d jobs refused (%s); sending them one by one", len(batch), exc)
+                for report in batch:
+                    self.put(replace(report, alone=True))
+                return
+            report = batch[0]
+            log.error("%s: completion refused (%s); reporting it as failed", report.label, exc)
+            self.put(replace(report, error=f"result refused by the server: {exc}", retryable=False))
+            return
+        by_id = {report.job["id"]: report for report in batch}
+        for outcome in results:
+            report = by_id[outcome["id"]]
+            if outcome["status"] == 200:
+                self._finished(report, COMPLETED)
+            else:
+                detail = outcome.get("error", {}).get("detail")
+                log.warning("%s: completion refused (%s): the lease was lost", report.label, detail)
+                self._finished(report, LOST)
+
+    def _finished(self, report: Report, outcome: str) -> None:
+        self.counts[outcome] += 1
+        log.info("%s %s; ran %d ms", report.label, outcome, report.ms)
+        self.release(report.job["id"])
