@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +90,9 @@ def register_extensions(app: Flask) -> None:
         # long: serve, and let /healthz say 503 while the database cannot be reached.
         app.logger.warning("the database was not ready at start-up (%s); serving anyway", reason)
     if config["RETENTION"] and not app.testing:
-        start_pruner(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+        from queuelog.maintenance import start_maintenance
+
+        start_maintenance(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
 
 
 def prepare_database(app: Flask, db: Database) -> None:
@@ -109,29 +109,6 @@ def prepare_database(app: Flask, db: Database) -> None:
         bootstrap(app)
     else:
         app.logger.warning("the database schema is not current: run 'flask --app app db upgrade'")
-
-
-def start_pruner(
-    app: Flask, queue: Queue, older_than, interval: float, stop: threading.Event | None = None
-) -> threading.Thread:
-    """Prune finished jobs every ``interval`` seconds in a daemon thread of this process.
-
-    Every app process runs one; deleting is idempotent, so several pruners only share the work."""
-
-    stop = stop or threading.Event()
-
-    def run() -> None:
-        while not stop.wait(interval * (0.5 + random.random())):  # spread the app processes out
-            try:
-                deleted = queue.prune(older_than)
-                if deleted:
-                    app.logger.info("pruned %d finished jobs older than %s", deleted, older_than)
-            except Exception:  # a database hiccup must not kill the thread; try again next time
-                app.logger.exception("pruning failed")
-
-    thread = threading.Thread(target=run, name="queuelog-pruner", daemon=True)
-    thread.start()
-    return thread
 
 
 def bootstrap(app: Flask) -> None:

@@ -62,15 +62,35 @@ def test_prune_command_frees_idempotency_keys(app, runner, producer, worker):
 
 
 def test_scheduled_pruning_runs_in_the_app(app, backend, tmp_path):
-    from queuelog.factory import start_pruner
+    from queuelog.maintenance import start_maintenance
 
     q = app.extensions["queuelog"]["queue"]
     job_id = _finish(q, "completed")
     stop = threading.Event()
-    start_pruner(app, q, timedelta(seconds=0), interval=0.05, stop=stop)
+    start_maintenance(app, q, timedelta(seconds=0), interval=0.05, stop=stop)
     deadline = time.monotonic() + 10
     while q.get(job_id) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     stop.set()
     assert q.get(job_id) is None
     assert json.dumps(q.list_jobs()) == "[]"
+
+
+def test_one_process_of_the_cluster_is_the_maintenance_leader(app):
+    from queuelog.db import Database
+    from queuelog.maintenance import Leadership
+
+    db = app.extensions["queuelog"]["db"]
+    other = Database(str(db.url.render_as_string(hide_password=False)))  # as another app process would
+    first, second = Leadership(db), Leadership(other)
+    try:
+        assert first.try_acquire() is True
+        assert second.try_acquire() is False
+        assert first.try_acquire() is True  # a leader stays the leader
+        first.release()  # the leader stops (or dies: the lock goes with its file or connection)
+        assert second.try_acquire() is True
+        assert first.try_acquire() is False
+    finally:
+        first.release()
+        second.release()
+        other.dispose()
