@@ -107,7 +107,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     count = config.stash.get(_PG_NOT_RUN, 0)
     if count:
         terminalreporter.write_line(
-            f"NOT RUN: {count} PostgreSQL tests (deselected): {PG_HOWTO}", yellow=True, bold=True
+            f"NOT RUN: {count} PostgreSQL test{'s' if count != 1 else ''} (deselected): {PG_HOWTO}",
+            yellow=True,
+            bold=True,
         )
 
 
@@ -259,10 +261,20 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """gunicorn serving ``app:app`` from the repository root, on the test's database."""
+    """gunicorn serving ``app:app`` from the repository root (or ``cwd``), on the test's database."""
 
-    def __init__(self, database_url: str, instance: Path, *, workers: int = 2, threads: int = 8, env=None):
+    def __init__(
+        self,
+        database_url: str,
+        instance: Path,
+        *,
+        workers: int = 2,
+        threads: int = 8,
+        env=None,
+        cwd: Path = ROOT,
+    ):
         self.port = free_port()
+        self.cwd = cwd  # where ``app.py`` is
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -296,7 +308,7 @@ class LiveServer:
         with open(self.log, "ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 self.args,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
