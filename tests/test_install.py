@@ -151,3 +151,15 @@ def test_the_worker_client_imports_no_server_package():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_an_existing_open_instance_folder_is_reported_not_changed(fresh_start, caplog):
+    """A folder made by an older version (0755) is left as it is, with a warning that says what to do."""
+    work, apps = fresh_start
+    (work / "instance").mkdir(mode=0o755)
+    with caplog.at_level("WARNING", logger="queuelog.paths"):
+        app = create_app({"TESTING": True})
+    apps.append(app)
+    assert mode(work / "instance") == 0o755
+    assert any("chmod 700" in record.getMessage() for record in caplog.records)
+    assert mode(work / "instance" / "secret_key") == 0o600
