@@ -9,6 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from queuelog.paths import make_private_folder
+
 # name -> (default, parser). Every key is read from QUEUELOG_<NAME>.
 _INT = int
 
@@ -61,6 +63,8 @@ def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> 
         config[name] = parse(raw) if raw not in (None, "") else default
     if overrides:
         config.update(overrides)
+    if not config["DATABASE_URL"] or not config["SECRET_KEY"]:
+        make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
     if not config["DATABASE_URL"]:
         config["DATABASE_URL"] = "sqlite:///" + str(Path(instance_path) / "queuelog.sqlite3")
     if not config["SECRET_KEY"]:
@@ -71,15 +75,16 @@ def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> 
 def _instance_secret(instance: Path) -> str:
     """Read the secret key kept in the instance folder, making it on first use.
 
-    The file appears atomically (a hard link) so that processes starting together agree on one key.
+    The file is created 0600 (never readable by others, not even for a moment) and appears atomically (a
+    hard link) so that processes starting together agree on one key.
     """
     path = instance / "secret_key"
-    instance.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         tmp = instance / f".secret_key.{os.getpid()}.{secrets.token_hex(4)}"
-        tmp.write_text(secrets.token_hex(32))
-        os.chmod(tmp, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
             os.link(tmp, path)  # atomic: fails if another process won the race
         except FileExistsError:
             pass

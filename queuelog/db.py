@@ -35,12 +35,12 @@ class Database:
         self.url = make_url(url)
         self.dialect = self.url.get_backend_name()
         if self.dialect == "sqlite":
-            database = self.url.database
-            if database and database != ":memory:":
-                try:
-                    Path(database).parent.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise DatabaseUnusable(f"cannot use the database {database}: {exc.strerror}") from None
+            try:
+                _create_private_file(self.url.database)
+            except OSError as exc:
+                raise DatabaseUnusable(
+                    f"cannot use the database {self.url.database}: {exc.strerror}"
+                ) from None
             self.engine = create_engine(
                 self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
             )
@@ -165,6 +165,21 @@ class Database:
         with self.engine.connect() as conn:
             current = set(MigrationContext.configure(conn).get_current_heads())
         return current == heads
+
+
+def _create_private_file(database: str | None) -> None:
+    """Create a new SQLite database file empty and 0600 (and its folder 0700) before SQLite opens it:
+    SQLite would make it 0644 under the usual umask, and gives its ``-wal`` and ``-shm`` files the database
+    file's mode. An existing file is left as it is."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
 
 
 _lock_files: dict[str, int] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from flask import Flask, render_template, request
@@ -14,10 +13,9 @@ from werkzeug.exceptions import HTTPException
 
 from queuelog.config import load_config, parse_duration
 from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
+from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
-
-TRANSLATIONS = Path(__file__).parent / "translations"
 
 API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
 log = logging.getLogger("queuelog")
@@ -26,7 +24,11 @@ log = logging.getLogger("queuelog")
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: configuration, database, queue layer, blueprints, error handlers, commands."""
     app = Flask(
-        __name__, instance_relative_config=True, template_folder="../templates", static_folder="../static"
+        __name__,
+        instance_path=instance_path(),
+        instance_relative_config=True,
+        template_folder=str(TEMPLATES),
+        static_folder=str(STATIC),
     )
     config = load_config(app.instance_path, (test_config or {}).get("QUEUELOG"))
     app.config["QUEUELOG"] = config

@@ -74,9 +74,11 @@ def _timezone_set() -> frozenset[str]:
 
 
 def compile_catalogs(folder: Path) -> None:
-    """Build each ``messages.mo`` from its ``messages.po`` when it is missing or older (at start-up, so that
-    a fresh checkout needs no build step). Written to a temporary file and renamed: processes starting
-    together never read half a catalog."""
+    """In a checkout, build each ``messages.mo`` from its ``messages.po`` when it is missing or older (at
+    start-up, so that a fresh checkout needs no build step; a few stat calls when nothing changed). An
+    installed wheel carries only the ``.mo`` files, compiled by its build (setup.py): there is nothing to
+    do and nothing is written into the installed package. Written to a temporary file and renamed:
+    processes starting together never read half a catalog."""
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 

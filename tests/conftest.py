@@ -79,12 +79,44 @@ def sqlite_backend(tmp_path_factory) -> SQLiteBackend:
     return SQLiteBackend(template)
 
 
+PG_HOWTO = (
+    "set QUEUELOG_TEST_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:5432/test "
+    "(a PostgreSQL server and database you may write to) to run them"
+)
+_PG_NOT_RUN = pytest.StashKey[int]()
+
+
+def _engine(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("backend") if callspec else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without QUEUELOG_TEST_POSTGRES_URL the PostgreSQL half of the suite is deselected, and one line of
+    the summary says so (pytest_terminal_summary), instead of a skip line for each test."""
+    if PG_URL:
+        return
+    postgres = [item for item in items if _engine(item) == "postgresql"]
+    if postgres:
+        items[:] = [item for item in items if _engine(item) != "postgresql"]
+        config.hook.pytest_deselected(items=postgres)
+        config.stash[_PG_NOT_RUN] = len(postgres)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    count = config.stash.get(_PG_NOT_RUN, 0)
+    if count:
+        terminalreporter.write_line(
+            f"NOT RUN: {count} PostgreSQL test{'s' if count != 1 else ''} (deselected): {PG_HOWTO}",
+            yellow=True,
+            bold=True,
+        )
+
+
 @pytest.fixture(scope="session")
 def postgresql_backend():
     if not PG_URL:
-        pytest.skip(
-            "PostgreSQL tests need QUEUELOG_TEST_POSTGRES_URL (e.g. postgresql+psycopg://postgres@127.0.0.1/test)"
-        )
+        pytest.skip(f"PostgreSQL tests: {PG_HOWTO}")
     schema = f"queuelog_test_{os.getpid()}_{secrets.token_hex(3)}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -229,10 +261,20 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """gunicorn serving ``app:app`` from the repository root, on the test's database."""
+    """gunicorn serving ``app:app`` from the repository root (or ``cwd``), on the test's database."""
 
-    def __init__(self, database_url: str, instance: Path, *, workers: int = 2, threads: int = 8, env=None):
+    def __init__(
+        self,
+        database_url: str,
+        instance: Path,
+        *,
+        workers: int = 2,
+        threads: int = 8,
+        env=None,
+        cwd: Path = ROOT,
+    ):
         self.port = free_port()
+        self.cwd = cwd  # where ``app.py`` is
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -266,7 +308,7 @@ class LiveServer:
         with open(self.log, "ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 self.args,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

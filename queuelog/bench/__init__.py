@@ -13,8 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from queuelog.bench.core import scenario_backlog, scenario_core
-from queuelog.bench.targets import Target
+try:
+    from queuelog.bench.core import scenario_backlog, scenario_core
+    from queuelog.bench.targets import Target
+except ModuleNotFoundError as exc:  # the bare install is the worker client alone
+    raise SystemExit(f"queuelog-bench runs the server: pip install 'queuelog[server]' ({exc})") from exc
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,17 +20,54 @@ CHROMIUM_ARGS = [
 ]
 
 
+BROWSER_NEEDS = (
+    "browser tests need Debian's packages chromium and fonts-noto-cjk (apt-get install chromium "
+    "fonts-noto-cjk; the Chinese pages need the fonts) and Playwright from the test extra "
+    "(pip install -e '.[test]')"
+)
+E2E = Path(__file__).resolve().parent
+
+
+def chromium_executable() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_missing() -> list[str]:
+    """What this machine lacks of BROWSER_NEEDS (an empty list: nothing)."""
+    missing = []
+    if chromium_executable() is None:
+        missing.append("chromium")
+    fc_list = shutil.which("fc-list")
+    fonts = subprocess.run([fc_list, ":lang=zh"], capture_output=True, text=True).stdout if fc_list else ""
+    if not fonts.strip():
+        missing.append("fonts-noto-cjk")
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("playwright")
+    return missing
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the browser tests with one reason per file when something they need is missing (or fail them
+    when QUEUELOG_REQUIRE_BROWSER is set, as .ci/run does)."""
+    ours = [item for item in items if item.path.is_relative_to(E2E)]
+    if not ours:
+        return
+    missing = browser_missing()
+    if not missing:
+        return
+    reason = f"{BROWSER_NEEDS}; missing here: {', '.join(missing)}"
+    if os.environ.get("QUEUELOG_REQUIRE_BROWSER"):
+        raise pytest.UsageError(f"QUEUELOG_REQUIRE_BROWSER is set but {reason}")
+    for item in ours:
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture(scope="session")
 def chromium():
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        if os.environ.get("QUEUELOG_REQUIRE_BROWSER"):
-            pytest.fail("QUEUELOG_REQUIRE_BROWSER is set but no chromium is installed")
-        pytest.skip("browser tests need Chromium: apt-get install chromium (.ci/run installs it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 

@@ -1,0 +1,165 @@
+"""Where queuelog keeps its files and who may read them; what the worker client needs.
+
+The wheel itself (templates, stylesheet and compiled catalogs inside it, a server started from another
+folder, the bare install without Flask) is checked by .ci/wheel-check, which builds and installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from queuelog import create_app
+from queuelog.auth import create_key
+from queuelog.i18n import compile_catalogs
+from queuelog.paths import STATIC, TEMPLATES
+from tests.conftest import ROOT
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def fresh_start(tmp_path, monkeypatch):
+    """A working directory with nothing configured, under the usual umask 022."""
+    for name in ("DATABASE_URL", "SECRET_KEY", "INSTANCE_PATH"):
+        monkeypatch.delenv(f"QUEUELOG_{name}", raising=False)
+    monkeypatch.setenv("QUEUELOG_ADMIN_PASSWORD", "admin-password-for-tests")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    previous = os.umask(0o022)
+    apps = []
+    yield work, apps
+    for app in apps:
+        app.extensions["queuelog"]["db"].dispose()
+    os.umask(previous)
+
+
+def enqueue(app) -> int:
+    key = create_key(
+        app.extensions["queuelog"]["db"], f"k-{os.urandom(3).hex()}", "producer", username="admin"
+    )
+    response = app.test_client().post(
+        "/jobs", json={"type": "email"}, headers={"Authorization": f"Bearer {key}"}
+    )
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["id"]
+
+
+def test_instance_folder_is_private_and_in_the_working_directory(fresh_start):
+    work, apps = fresh_start
+    app = create_app({"TESTING": True})
+    apps.append(app)
+    instance = work / "instance"
+    assert app.instance_path == str(instance)
+    assert app.config["QUEUELOG"]["DATABASE_URL"] == f"sqlite:///{instance / 'queuelog.sqlite3'}"
+    enqueue(app)  # a write: the -wal and -shm files exist while the app's connections are open
+
+    assert mode(instance) == 0o700
+    for name in ("secret_key", "queuelog.sqlite3", "queuelog.sqlite3-wal", "queuelog.sqlite3-shm"):
+        assert mode(instance / name) == 0o600, name
+    assert mode(instance / "queuelog.sqlite3.writer-lock") == 0o600
+    assert not list(instance.glob(".secret_key.*")), "a temporary key file was left behind"
+    assert len((instance / "secret_key").read_text().strip()) == 64
+
+
+def test_default_database_url_names_the_same_folder(fresh_start, monkeypatch):
+    """The README's default, `sqlite:///instance/queuelog.sqlite3`, is the instance folder's database."""
+    work, apps = fresh_start
+    first = create_app({"TESTING": True})
+    apps.append(first)
+    job_id = enqueue(first)
+    monkeypatch.setenv("QUEUELOG_DATABASE_URL", "sqlite:///instance/queuelog.sqlite3")
+    second = create_app({"TESTING": True})
+    apps.append(second)
+    assert second.config["SECRET_KEY"] == first.config["SECRET_KEY"]
+    assert second.extensions["queuelog"]["queue"].get(job_id)["type"] == "email"
+
+
+def test_instance_path_from_the_environment(fresh_start, monkeypatch, tmp_path):
+    work, apps = fresh_start
+    elsewhere = tmp_path / "deploy" / "state"
+    monkeypatch.setenv("QUEUELOG_INSTANCE_PATH", str(elsewhere))
+    app = create_app({"TESTING": True})
+    apps.append(app)
+    enqueue(app)
+    assert app.instance_path == str(elsewhere)
+    assert mode(elsewhere) == 0o700
+    assert mode(elsewhere / "queuelog.sqlite3") == 0o600
+    assert not (work / "instance").exists()
+
+
+def test_an_existing_database_file_keeps_its_mode(fresh_start, monkeypatch, tmp_path):
+    work, apps = fresh_start
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o750)
+    database = shared / "q.sqlite3"
+    database.touch(mode=0o640)
+    monkeypatch.setenv("QUEUELOG_DATABASE_URL", f"sqlite:///{database}")
+    app = create_app({"TESTING": True})
+    apps.append(app)
+    enqueue(app)
+    assert mode(database) == 0o640 and mode(shared) == 0o750
+
+
+def test_a_checkout_finds_its_top_level_templates_and_static():
+    assert TEMPLATES == ROOT / "templates" and (TEMPLATES / "base.html").is_file()
+    assert STATIC == ROOT / "static" and (STATIC / "style.css").is_file()
+
+
+def test_compiled_catalogs_alone_are_left_untouched(tmp_path):
+    """An installed wheel holds the .mo files without their .po: start-up writes nothing there."""
+    source = ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES"
+    compile_catalogs(ROOT / "queuelog" / "translations")  # make sure the checkout's .mo exists
+    folder = tmp_path / "translations" / "de" / "LC_MESSAGES"
+    folder.mkdir(parents=True)
+    shutil.copy(source / "messages.mo", folder / "messages.mo")
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    compile_catalogs(tmp_path / "translations")
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
+
+
+def test_a_checkout_recompiles_a_stale_catalog(tmp_path):
+    folder = tmp_path / "translations" / "de" / "LC_MESSAGES"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES" / "messages.po", folder)
+    compile_catalogs(tmp_path / "translations")
+    mo = folder / "messages.mo"
+    assert mo.stat().st_size > 1000
+    os.utime(mo, ns=(0, 0))
+    compile_catalogs(tmp_path / "translations")
+    assert mo.stat().st_mtime_ns > 0
+
+
+def test_the_worker_client_imports_no_server_package():
+    """Worker machines install queuelog without the server extra: the client must not need it."""
+    code = (
+        "import sys, queuelog.worker, queuelog.worker.cli, queuelog.worker.demo\n"
+        "loaded = sorted(m for m in ('flask', 'sqlalchemy', 'psycopg', 'alembic', 'werkzeug') if m in sys.modules)\n"
+        "print(','.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_an_existing_open_instance_folder_is_reported_not_changed(fresh_start, caplog):
+    """A folder made by an older version (0755) is left as it is, with a warning that says what to do."""
+    work, apps = fresh_start
+    (work / "instance").mkdir(mode=0o755)
+    with caplog.at_level("WARNING", logger="queuelog.paths"):
+        app = create_app({"TESTING": True})
+    apps.append(app)
+    assert mode(work / "instance") == 0o755
+    assert any("chmod 700" in record.getMessage() for record in caplog.records)
+    assert mode(work / "instance" / "secret_key") == 0o600
