@@ -1,4 +1,4 @@
-"""The command line of SPEC §7; automation relies on its output."""
+"""The command line (README, "Command line"); automation relies on its output."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The JSON API's blueprint and what its views share: errors, who is calling, and how a job is shown.
 
-The views are thin adapters (SPEC §3): they parse input, check the caller and call the queue layer;
+The views are thin adapters (README, "JSON API"): they parse input, check the caller and call the queue layer;
 ``jobs.py`` has the producers' and admins' endpoints, ``workers.py`` the workers', ``operations.py`` the rest.
 """
 

@@ -1,4 +1,4 @@
-"""The JSON API's job lifecycle, as SPEC §2-§3 describe it (and as the seed's six routes behaved)."""
+"""The JSON API's job lifecycle, as the README's "How it behaves" and "JSON API" describe it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The main paths of SPEC §8 in a real browser."""
+"""The main paths of the pages (README, "The pages") in a real browser."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §6: each of the seed's ten vulnerabilities, attacked, and shown closed."""
+"""README, "Security": each of the seed's ten vulnerabilities, attacked, and shown closed."""
 
 from __future__ import annotations
 
