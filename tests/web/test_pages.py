@@ -124,6 +124,7 @@ def test_errors_page_groups_alike_failures_and_retries_a_group_after_confirmatio
     ).group(1)
     confirm = admin_browser.get(confirm_url).get_data(as_text=True)
     assert "This will put 3 failed jobs back in the queue." in confirm
+    assert re.search(r'<button type="submit" class="primary">Yes, retry 3 jobs</button>', confirm)
     done = admin_browser.submit(confirm_url)
     assert done.status_code == 302
     assert "3 jobs retried." in admin_browser.get("/admin/errors").get_data(as_text=True)
