@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
 from queuelog.auth import authenticate_key
 from queuelog.models import AuditLog
+from queuelog.web.templating import attempts
 
 
 def _jobs(app):
@@ -203,3 +205,34 @@ def test_admin_manages_job_types(admin_browser, producer, worker):
     audit = admin_browser.get("/admin/audit").get_data(as_text=True)
     for action in ("type.create", "type.update", "type.pause", "type.resume", "type.disable"):
         assert action in audit
+
+
+@pytest.mark.parametrize(
+    "status,retry_count,made",
+    [("pending", 0, 0), ("pending", 2, 2), ("running", 0, 1), ("running", 2, 3), ("completed", 1, 2)]
+    + [("failed", 3, 4), ("cancelled", 1, 1)],
+)
+def test_attempts_made_and_allowed(status, retry_count, made):
+    assert attempts({"status": status, "retry_count": retry_count, "max_retries": 3}) == (made, 4)
+
+
+def test_job_page_and_list_show_attempts_made_of_allowed(admin_browser, producer, worker):
+    def shown(job_id: int) -> tuple[str, str]:
+        page = admin_browser.get(f"/queue/{job_id}").get_data(as_text=True)
+        detail = re.search(r"<dt>Attempts</dt><dd>([^<]*)</dd>", page).group(1)
+        listing = admin_browser.get("/queue").get_data(as_text=True)
+        row = re.search(rf'href="/queue/{job_id}".*?<td class="num"[^>]*>([^<]*)</td>', listing, re.S).group(
+            1
+        )
+        return detail, row
+
+    once = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
+    assert shown(once["id"]) == ("0 / 1", "0 / 1")
+    held = worker.post("/jobs/claim").json
+    assert shown(once["id"]) == ("1 / 1", "1 / 1")
+    worker.post(f"/jobs/{once['id']}/complete", json={"lease_token": held["lease_token"]})
+    assert shown(once["id"]) == ("1 / 1", "1 / 1")  # ran once: not "0 / 0"
+    twice = producer.post("/jobs", json={"type": "email", "max_retries": 2}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{twice['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+    assert shown(twice["id"]) == ("1 / 3", "1 / 3")  # one failed attempt, waiting for the second
