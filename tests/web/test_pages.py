@@ -236,3 +236,13 @@ def test_job_page_and_list_show_attempts_made_of_allowed(admin_browser, producer
     held = worker.post("/jobs/claim").json
     worker.post(f"/jobs/{twice['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
     assert shown(twice["id"]) == ("1 / 3", "1 / 3")  # one failed attempt, waiting for the second
+
+
+def test_submit_page_lists_types_with_their_descriptions_and_no_placeholder(producer_browser, queue):
+    queue.types.add("invoice", "Monthly invoice as a PDF")
+    page = producer_browser.get("/submit").get_data(as_text=True)
+    listed = re.search(r'<ul class="types">(.*?)</ul>', page, re.S).group(1)
+    names = re.findall(r'<span class="type-name data">([^<]+)</span>', listed)
+    assert sorted(names) == ["email", "invoice", "pdf", "sync"]
+    assert '<p class="data">Monthly invoice as a PDF</p>' in listed
+    assert listed.count("<p") == 1 and "—" not in listed  # types without a description: the name only
