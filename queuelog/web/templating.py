@@ -48,6 +48,15 @@ def _attempts(job: Mapping[str, Any]) -> str:
     return f"{format_decimal(made)} / {format_decimal(allowed)}"
 
 
+def error_headline(text: str | None) -> str | None:
+    """The line that stands for a long error where many are listed: its last non-blank line (a Python
+    traceback names the exception there). None when the error is short enough to be shown whole."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if len(lines) <= 3 and len(text or "") <= 240:
+        return None
+    return lines[-1]
+
+
 def _pretty_json(value) -> str:
     """JSON for people: indented, non-ASCII kept (autoescaping still applies where it is shown)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
@@ -62,7 +71,13 @@ def _timezone_known() -> bool:
 
 def register_templating(app: Flask) -> None:
     app.jinja_env.filters.update(
-        clock=_clock, when=_when, age=_age, number=_number, pretty_json=_pretty_json, attempts=_attempts
+        clock=_clock,
+        when=_when,
+        age=_age,
+        number=_number,
+        pretty_json=_pretty_json,
+        attempts=_attempts,
+        error_headline=error_headline,
     )
 
     @app.context_processor

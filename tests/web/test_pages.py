@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from queuelog.auth import authenticate_key
 from queuelog.models import AuditLog
-from queuelog.web.templating import attempts
+from queuelog.web.templating import attempts, error_headline
 
 
 def _jobs(app):
@@ -149,7 +149,8 @@ def test_admin_manages_users(app, admin_browser):
     admin_browser.submit("/admin/users", "/admin/users/carol/deactivate")
     page = admin_browser.get("/admin/users").get_data(as_text=True)
     assert re.search(
-        r"<td class=\"data\">carol</td>\s*<td>admin</td>\s*<td><span class=\"badge badge-cancelled\">deactivated",
+        r'<td data-label="Username" class="data">carol</td>\s*<td data-label="Role">admin</td>\s*'
+        r'<td data-label="State"><span class="badge badge-cancelled">deactivated',
         page,
     )
     short = admin_browser.submit("/admin/users", username="dave", role="producer", password="short")
@@ -221,9 +222,9 @@ def test_job_page_and_list_show_attempts_made_of_allowed(admin_browser, producer
         page = admin_browser.get(f"/queue/{job_id}").get_data(as_text=True)
         detail = re.search(r"<dt>Attempts</dt><dd>([^<]*)</dd>", page).group(1)
         listing = admin_browser.get("/queue").get_data(as_text=True)
-        row = re.search(rf'href="/queue/{job_id}".*?<td class="num"[^>]*>([^<]*)</td>', listing, re.S).group(
-            1
-        )
+        row = re.search(
+            rf'href="/queue/{job_id}".*?<td data-label="Attempts" class="num">([^<]*)</td>', listing, re.S
+        ).group(1)
         return detail, row
 
     once = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
@@ -246,3 +247,13 @@ def test_submit_page_lists_types_with_their_descriptions_and_no_placeholder(prod
     assert sorted(names) == ["email", "invoice", "pdf", "sync"]
     assert '<p class="data">Monthly invoice as a PDF</p>' in listed
     assert listed.count("<p") == 1 and "—" not in listed  # types without a description: the name only
+
+
+def test_error_headline_is_the_last_line_of_a_long_error_only():
+    traceback = (
+        "Traceback (most recent call last):\n" + '  File "x.py", line 1, in f\n' * 10 + "KeyError: 'to'\n\n"
+    )
+    assert error_headline(traceback) == "KeyError: 'to'"
+    assert error_headline("ValueError: 42") is None  # short: shown whole
+    assert error_headline("x" * 500) == "x" * 500
+    assert error_headline(None) is None and error_headline("") is None
