@@ -145,7 +145,8 @@ def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    response = Response(json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json")
+    text = json.dumps(body, ensure_ascii=False) + "\n"  # ends with a newline, like any text output
+    response = Response(text, status=status, mimetype="application/json")
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

@@ -70,7 +70,7 @@ def problem(
     }
     if errors is not None:
         body["errors"] = errors
-    response = Response(json.dumps(body), status=status, mimetype="application/problem+json")
+    response = Response(json.dumps(body) + "\n", status=status, mimetype="application/problem+json")
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

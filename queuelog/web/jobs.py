@@ -46,35 +46,38 @@ def dashboard():
 
 
 def _chart(series: list[dict]) -> dict:
-    """Coordinates of an SVG bar chart (drawn by the template, no script): completed and failed per minute."""
-    width, height, left, bottom = 600, 160, 32, 20
+    """Coordinates of an SVG bar chart (drawn by the template, no script): completed and failed per minute.
+
+    The SVG holds the bars only and is stretched to its frame; the template puts the labels beside and
+    below it in HTML, so that they keep the page's font size on a phone. The time labels are six, one
+    every tenth of the hour's minutes, each at the left edge of its bar (one sixth of the width apart),
+    and the last minute's at the right end."""
+    width, height = 600, 140
     peak = max([1] + [p["completed"] + p["failed"] for p in series])
-    slot = (width - left) / len(series)
+    slot = width / len(series)
     bars = []
     for i, point in enumerate(series):
-        x = left + i * slot
-        h_done = (height - bottom) * point["completed"] / peak
-        h_fail = (height - bottom) * point["failed"] / peak
+        h_done = height * point["completed"] / peak
+        h_fail = height * point["failed"] / peak
         bars.append(
             {
-                "x": round(x, 1),
+                "x": round(i * slot, 1),
                 "w": round(slot * 0.8, 1),
-                "done_y": round(height - bottom - h_done, 1),
+                "done_y": round(height - h_done, 1),
                 "done_h": round(h_done, 1),
-                "fail_y": round(height - bottom - h_done - h_fail, 1),
+                "fail_y": round(height - h_done - h_fail, 1),
                 "fail_h": round(h_fail, 1),
                 **point,
             }
         )
-    ticks = [bars[i] for i in range(0, len(bars), 10)] + [bars[-1]]
+    step = len(bars) // 6
     return {
         "width": width,
         "height": height,
-        "left": left,
-        "bottom": bottom,
         "peak": peak,
         "bars": bars,
-        "ticks": ticks,
+        "ticks": [bars[i * step] for i in range(6)],
+        "last": bars[-1],
         "total_completed": sum(p["completed"] for p in series),
         "total_failed": sum(p["failed"] for p in series),
     }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from flask import Flask, request, session
 from flask_babel import format_datetime, format_decimal, format_time, format_timedelta, get_locale
@@ -32,6 +34,29 @@ def _number(value) -> str:
     return format_decimal(value)
 
 
+def attempts(job: Mapping[str, Any]) -> tuple[int, int]:
+    """Attempts made and attempts allowed. ``retry_count`` counts the failed attempts that were retried, so a
+    running or finished job adds the attempt under way or last made; ``max_retries`` retries follow the
+    first attempt."""
+    made = job["retry_count"] + (1 if job["status"] in ("running", "completed", "failed") else 0)
+    return made, job["max_retries"] + 1
+
+
+def _attempts(job: Mapping[str, Any]) -> str:
+    """ "2 / 4": attempts made of those allowed."""
+    made, allowed = attempts(job)
+    return f"{format_decimal(made)} / {format_decimal(allowed)}"
+
+
+def error_headline(text: str | None) -> str | None:
+    """The line that stands for a long error where many are listed: its last non-blank line (a Python
+    traceback names the exception there). None when the error is short enough to be shown whole."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if len(lines) <= 3 and len(text or "") <= 240:
+        return None
+    return lines[-1]
+
+
 def _pretty_json(value) -> str:
     """JSON for people: indented, non-ASCII kept (autoescaping still applies where it is shown)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
@@ -45,7 +70,15 @@ def _timezone_known() -> bool:
 
 
 def register_templating(app: Flask) -> None:
-    app.jinja_env.filters.update(clock=_clock, when=_when, age=_age, number=_number, pretty_json=_pretty_json)
+    app.jinja_env.filters.update(
+        clock=_clock,
+        when=_when,
+        age=_age,
+        number=_number,
+        pretty_json=_pretty_json,
+        attempts=_attempts,
+        error_headline=error_headline,
+    )
 
     @app.context_processor
     def _globals():

@@ -338,6 +338,18 @@ def test_healthz_needs_no_key(client):
     assert response.json == {"status": "ok"}
 
 
+def test_json_answers_end_with_a_newline(producer, client):
+    """JSON and problem bodies end with one newline, so that curl's output ends on a line of its own."""
+    created = producer.post("/jobs", json={"type": "email"})
+    problem = producer.post("/jobs", json={"type": "no-such-type"})
+    unauthorized = client.get("/jobs")
+    for response in (created, problem, unauthorized, client.get("/openapi.json")):
+        body = response.get_data(as_text=True)
+        assert body.endswith("}\n") and not body.endswith("\n\n"), body[-20:]
+    assert problem.mimetype == "application/problem+json"
+    assert created.json["type"] == "email"  # still parses
+
+
 def test_healthz_503_when_database_file_is_gone(app, client, backend, tmp_path):
     if backend.name != "sqlite":
         pytest.skip("SQLite-only: makes the database file unreadable")

@@ -135,4 +135,5 @@ def test_every_page_renders_without_console_errors_on_a_phone(
     assert confirm.status == 200
     page.get_by_role("link", name=re.compile("Retry 1 failed job")).click()
     assert "This will put 1 failed job back in the queue." in page.locator("main").inner_text()
+    assert page.locator("main button[type=submit]").inner_text() == "Yes, retry 1 job"
     assert console.problems == []

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
 from queuelog.auth import authenticate_key
 from queuelog.models import AuditLog
+from queuelog.web.templating import attempts, error_headline
 
 
 def _jobs(app):
@@ -124,6 +126,7 @@ def test_errors_page_groups_alike_failures_and_retries_a_group_after_confirmatio
     ).group(1)
     confirm = admin_browser.get(confirm_url).get_data(as_text=True)
     assert "This will put 3 failed jobs back in the queue." in confirm
+    assert re.search(r'<button type="submit" class="primary">Yes, retry 3 jobs</button>', confirm)
     done = admin_browser.submit(confirm_url)
     assert done.status_code == 302
     assert "3 jobs retried." in admin_browser.get("/admin/errors").get_data(as_text=True)
@@ -146,7 +149,8 @@ def test_admin_manages_users(app, admin_browser):
     admin_browser.submit("/admin/users", "/admin/users/carol/deactivate")
     page = admin_browser.get("/admin/users").get_data(as_text=True)
     assert re.search(
-        r"<td class=\"data\">carol</td>\s*<td>admin</td>\s*<td><span class=\"badge badge-cancelled\">deactivated",
+        r'<td data-label="Username" class="data">carol</td>\s*<td data-label="Role">admin</td>\s*'
+        r'<td data-label="State"><span class="badge badge-cancelled">deactivated',
         page,
     )
     short = admin_browser.submit("/admin/users", username="dave", role="producer", password="short")
@@ -202,3 +206,54 @@ def test_admin_manages_job_types(admin_browser, producer, worker):
     audit = admin_browser.get("/admin/audit").get_data(as_text=True)
     for action in ("type.create", "type.update", "type.pause", "type.resume", "type.disable"):
         assert action in audit
+
+
+@pytest.mark.parametrize(
+    "status,retry_count,made",
+    [("pending", 0, 0), ("pending", 2, 2), ("running", 0, 1), ("running", 2, 3), ("completed", 1, 2)]
+    + [("failed", 3, 4), ("cancelled", 1, 1)],
+)
+def test_attempts_made_and_allowed(status, retry_count, made):
+    assert attempts({"status": status, "retry_count": retry_count, "max_retries": 3}) == (made, 4)
+
+
+def test_job_page_and_list_show_attempts_made_of_allowed(admin_browser, producer, worker):
+    def shown(job_id: int) -> tuple[str, str]:
+        page = admin_browser.get(f"/queue/{job_id}").get_data(as_text=True)
+        detail = re.search(r"<dt>Attempts</dt><dd>([^<]*)</dd>", page).group(1)
+        listing = admin_browser.get("/queue").get_data(as_text=True)
+        row = re.search(
+            rf'href="/queue/{job_id}".*?<td data-label="Attempts" class="num">([^<]*)</td>', listing, re.S
+        ).group(1)
+        return detail, row
+
+    once = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
+    assert shown(once["id"]) == ("0 / 1", "0 / 1")
+    held = worker.post("/jobs/claim").json
+    assert shown(once["id"]) == ("1 / 1", "1 / 1")
+    worker.post(f"/jobs/{once['id']}/complete", json={"lease_token": held["lease_token"]})
+    assert shown(once["id"]) == ("1 / 1", "1 / 1")  # ran once: not "0 / 0"
+    twice = producer.post("/jobs", json={"type": "email", "max_retries": 2}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{twice['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+    assert shown(twice["id"]) == ("1 / 3", "1 / 3")  # one failed attempt, waiting for the second
+
+
+def test_submit_page_lists_types_with_their_descriptions_and_no_placeholder(producer_browser, queue):
+    queue.types.add("invoice", "Monthly invoice as a PDF")
+    page = producer_browser.get("/submit").get_data(as_text=True)
+    listed = re.search(r'<ul class="types">(.*?)</ul>', page, re.S).group(1)
+    names = re.findall(r'<span class="type-name data">([^<]+)</span>', listed)
+    assert sorted(names) == ["email", "invoice", "pdf", "sync"]
+    assert '<p class="data">Monthly invoice as a PDF</p>' in listed
+    assert listed.count("<p") == 1 and "—" not in listed  # types without a description: the name only
+
+
+def test_error_headline_is_the_last_line_of_a_long_error_only():
+    traceback = (
+        "Traceback (most recent call last):\n" + '  File "x.py", line 1, in f\n' * 10 + "KeyError: 'to'\n\n"
+    )
+    assert error_headline(traceback) == "KeyError: 'to'"
+    assert error_headline("ValueError: 42") is None  # short: shown whole
+    assert error_headline("x" * 500) == "x" * 500
+    assert error_headline(None) is None and error_headline("") is None
