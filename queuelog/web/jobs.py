@@ -23,6 +23,7 @@ from queuelog.web import queue
 from queuelog.web.forms import ConfirmForm, SubmitJobForm
 
 bp = Blueprint("web_jobs", __name__)
+JOB_PAGE_REFRESH_SECONDS = 5  # how often the page of a pending or running job reloads itself
 PAGE_SIZE = 50
 
 
@@ -198,7 +199,12 @@ def job_page(job_id: int):
     job = _visible_job(job_id)
     events = queue().events(job_id)
     return render_template(
-        "jobs/detail.html", job=job, events=events, form=ConfirmForm(), priority_names=PRIORITY_NAMES
+        "jobs/detail.html",
+        job=job,
+        events=events,
+        form=ConfirmForm(),
+        priority_names=PRIORITY_NAMES,
+        refresh_seconds=JOB_PAGE_REFRESH_SECONDS,
     )
 
 

@@ -194,7 +194,7 @@ def test_admin_manages_job_types(admin_browser, producer, worker):
     assert created.status_code == 302
     assert producer.post("/jobs", json={"type": "report", "payload": {}}).status_code == 422
     bad_schema = admin_browser.submit("/admin/types", name="other", payload_schema='{"type": 5}')
-    assert bad_schema.status_code == 422 and "not a valid JSON Schema" in bad_schema.get_data(as_text=True)
+    assert bad_schema.status_code == 422 and "Not a valid JSON Schema: 5 is not valid" in bad_schema.get_data(as_text=True)
     admin_browser.submit("/admin/types/report", description="Quarterly report", payload_schema="")
     assert producer.post("/jobs", json={"type": "report", "payload": {}}).status_code == 201
     admin_browser.submit("/admin/types", "/admin/types/report/pause")
@@ -257,3 +257,13 @@ def test_error_headline_is_the_last_line_of_a_long_error_only():
     assert error_headline("ValueError: 42") is None  # short: shown whole
     assert error_headline("x" * 500) == "x" * 500
     assert error_headline(None) is None and error_headline("") is None
+
+
+def test_the_page_of_an_unfinished_job_reloads_itself_until_it_finishes(producer, worker, producer_browser):
+    job = producer.post("/jobs", json={"type": "email"}).get_json()
+    refresh = '<meta http-equiv="refresh" content="5">'
+    assert refresh in producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
+    held = worker.post("/jobs/claim", json={}).get_json()
+    assert refresh in producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
+    worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
+    assert refresh not in producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
