@@ -1,4 +1,4 @@
-"""``flask --app app ...`` commands (SPEC §7). Automation relies on their output: keep it stable."""
+"""``flask --app app ...`` commands. Automation relies on their output: keep it stable."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 from sqlalchemy.exc import IntegrityError
 
-from queuelog.auth import AuthError, create_key, create_user, revoke_key
+from queuelog.auth import AuthError, Refusal, create_key, create_user, revoke_key
 from queuelog.config import parse_duration
 from queuelog.models import KEY_KINDS, ROLES
 from queuelog.queue.types import NAME_PATTERN, check_schema
@@ -20,7 +20,19 @@ def _ext(name: str):
 
 
 def _fail(message: str) -> None:
+    """Print ``Error: message`` on stderr and exit with status 1."""
     raise click.ClickException(message)
+
+
+# The command line's own wording where it differs from the refusal's message (which names no options).
+_WORDING = {
+    Refusal.PRODUCER_KEY_NEEDS_USER: "a producer key belongs to a user: give --user",
+    Refusal.WORKER_KEY_HAS_USER: "a worker key belongs to no user: leave out --user",
+}
+
+
+def _refused(exc: AuthError) -> None:
+    _fail(_WORDING.get(exc.code, str(exc)))
 
 
 db_cli = AppGroup("db", help="Database schema.")
@@ -66,8 +78,8 @@ def users_create(name: str, role: str, password: str | None) -> None:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     try:
         create_user(_ext("db"), name, role, password)
-    except (AuthError, IntegrityError) as exc:
-        _fail(str(exc).splitlines()[0])
+    except AuthError as exc:
+        _refused(exc)
     click.echo(f"created {role} {name}")
 
 
@@ -79,8 +91,8 @@ def keys_create(name: str, kind: str, username: str | None) -> None:
     """Create an API key; the key is printed alone on the last line, once."""
     try:
         raw = create_key(_ext("db"), name, kind, username=username)
-    except (AuthError, IntegrityError) as exc:
-        _fail(str(exc).splitlines()[0])
+    except AuthError as exc:
+        _refused(exc)
     click.echo(f"created {kind} key {name!r}; it is shown only now:", err=True)
     click.echo(raw)
 
@@ -92,7 +104,7 @@ def keys_revoke(name: str) -> None:
     try:
         revoke_key(_ext("db"), name)
     except AuthError as exc:
-        _fail(str(exc))
+        _refused(exc)
     click.echo(f"revoked key {name}")
 
 

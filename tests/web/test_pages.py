@@ -152,7 +152,7 @@ def test_admin_manages_users(app, admin_browser):
     short = admin_browser.submit("/admin/users", username="dave", role="producer", password="short")
     assert short.status_code == 422
     last_admin = admin_browser.submit("/admin/users", "/admin/users/admin/deactivate")
-    assert "there must be at least one active admin" in admin_browser.get("/admin/users").get_data(
+    assert "There must be at least one active admin." in admin_browser.get("/admin/users").get_data(
         as_text=True
     )
     assert last_admin.status_code == 302
