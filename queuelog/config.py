@@ -41,7 +41,11 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
     "METRICS_TOKEN": (None, str),  # a bearer token that may read /metrics (admins' keys may too)
+    # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
+    "SESSION_LIFETIME": ("12h", str),
+    "SESSION_IDLE": ("2h", str),
 }
+DURATIONS = ("SESSION_LIFETIME", "SESSION_IDLE")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -61,6 +65,9 @@ def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> 
         config[name] = parse(raw) if raw not in (None, "") else default
     if overrides:
         config.update(overrides)
+    for name in DURATIONS:
+        if not isinstance(config[name], timedelta):
+            config[name] = parse_duration(str(config[name]))
     if not config["DATABASE_URL"]:
         config["DATABASE_URL"] = "sqlite:///" + str(Path(instance_path) / "queuelog.sqlite3")
     if not config["SECRET_KEY"]:

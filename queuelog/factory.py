@@ -37,6 +37,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=config["SESSION_COOKIE_SECURE"],
+        PERMANENT_SESSION_LIFETIME=config["SESSION_IDLE"],  # logins are permanent: their idle limit
     )
     if test_config:
         app.config.update({k: v for k, v in test_config.items() if k != "QUEUELOG"})

@@ -100,7 +100,8 @@ class User(Base):
         return False
 
     def get_id(self) -> str:
-        return str(self.id)
+        """The session id flask-login keeps in the cookie: ``<id>:<session_version>``."""
+        return f"{self.id}:{self.session_version}"
 
     def set_password(self, password: str) -> None:
         """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""

@@ -1,7 +1,8 @@
-"""Logging in and out, and the person's language and time zone."""
+"""Logging in and out, sessions and their end, the person's language and time zone."""
 
 from __future__ import annotations
 
+import time
 from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
@@ -10,7 +11,7 @@ from flask_login import current_user, login_user, logout_user
 from sqlalchemy import select
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from queuelog.auth import set_preferences
+from queuelog.auth import end_sessions, set_preferences
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, valid_timezone
 from queuelog.models import User
@@ -20,15 +21,36 @@ from queuelog.web.forms import LoginForm
 bp = Blueprint("web_auth", __name__)
 # Checked when the username is unknown, so that both failures take as long (no user enumeration by timing).
 _DUMMY_HASH = generate_password_hash("not a password")
+LOGIN_AT = "login_at"  # in the session: when the person logged in (seconds since the epoch)
 
 
 @login_manager.user_loader
-def load_user(user_id: str) -> User | None:
-    if not user_id.isdigit():
+def load_user(session_id: str) -> User | None:
+    """The user behind the session id ``<user id>:<session version>`` stamped at login.
+
+    None (the visitor is logged out) when the user's session version has moved on since (logout, a new
+    password, deactivation or a new role end every session), when the user is deactivated, or when the login
+    is older than QUEUELOG_SESSION_LIFETIME. Idle sessions end by themselves: the cookie's signature is
+    older than QUEUELOG_SESSION_IDLE (Flask's PERMANENT_SESSION_LIFETIME, renewed with every response)."""
+    user_id, _sep, version = session_id.partition(":")
+    logged_in_at = session.get(LOGIN_AT)
+    if not (user_id.isdigit() and version.isdigit() and isinstance(logged_in_at, int)):
+        return None
+    lifetime = current_app.config["QUEUELOG"]["SESSION_LIFETIME"]
+    if time.time() - logged_in_at > lifetime.total_seconds():
         return None
     with db().session() as s:
         user = s.get(User, int(user_id))
-    return user if user is not None and user.active else None
+    if user is None or not user.active or user.session_version != int(version):
+        return None
+    return user
+
+
+def start_session(user: User, *, logged_in_at: int | None = None) -> None:
+    """Stamp the session with the user's current session version (a login, or a password change)."""
+    session.permanent = True
+    session[LOGIN_AT] = int(time.time()) if logged_in_at is None else logged_in_at
+    login_user(user)
 
 
 def safe_next(target: str | None) -> str:
@@ -68,7 +90,7 @@ def login():
             preferences = {k: session[k] for k in ("locale", "timezone") if k in session}
             session.clear()  # a fresh session at login: nothing from before survives (session fixation)
             session.update(preferences)
-            login_user(user)
+            start_session(user)
             return redirect(safe_next(request.args.get("next")))
         limiter.failed(username, address)
         return render_template("auth/login.html", form=form, error=_("Unknown user or wrong password.")), 200
@@ -77,6 +99,9 @@ def login():
 
 @bp.post("/logout")
 def logout():
+    """Log out, and end the person's sessions everywhere: a copy of the cookie is worth nothing after."""
+    if current_user.is_authenticated:
+        end_sessions(db(), current_user.id)
     logout_user()
     session.clear()
     flash(_("You are logged out."), "info")
