@@ -44,6 +44,8 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
     "SESSION_LIFETIME": ("12h", str),
     "SESSION_IDLE": ("2h", str),
+    # How many reverse proxies stand in front of the app (each appends to X-Forwarded-For).
+    "TRUSTED_PROXIES": (0, _INT),
 }
 DURATIONS = ("SESSION_LIFETIME", "SESSION_IDLE")
 

@@ -12,6 +12,7 @@ from flask import Flask, render_template, request
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from queuelog.config import load_config, parse_duration
 from queuelog.db import Database
@@ -47,6 +48,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_errorhandlers(app)
     register_commands(app)
     app.after_request(_security_headers)
+    if config["TRUSTED_PROXIES"] > 0:  # the client address: from X-Forwarded-For, as our proxies wrote it
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])
     return app
 
 

@@ -15,6 +15,7 @@ from queuelog.auth import end_sessions, set_preferences
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, valid_timezone
 from queuelog.models import User
+from queuelog.ratelimit import LoginLimiter
 from queuelog.web import db
 from queuelog.web.forms import LoginForm
 
@@ -53,6 +54,15 @@ def start_session(user: User, *, logged_in_at: int | None = None) -> None:
     login_user(user)
 
 
+def login_limiter() -> LoginLimiter:
+    return current_app.extensions["queuelog"]["login_limiter"]
+
+
+def too_many_attempts() -> str:
+    minutes = int(login_limiter().window.total_seconds() // 60)
+    return _("Too many failed logins. Try again in %(minutes)d minutes.", minutes=minutes)
+
+
 def safe_next(target: str | None) -> str:
     """Only local paths: no scheme, no host, no protocol-relative or backslash tricks."""
     if not target:
@@ -75,24 +85,22 @@ def login():
     if current_user.is_authenticated and request.method == "GET":
         return redirect(safe_next(request.args.get("next")))
     if form.validate_on_submit():
-        limiter = current_app.extensions["queuelog"]["login_limiter"]
+        limiter = login_limiter()
         username = form.username.data.strip()
-        address = request.remote_addr or "unknown"
-        if limiter.blocked(username, address):
-            minutes = int(limiter.window.total_seconds() // 60)
-            message = _("Too many failed logins. Try again in %(minutes)d minutes.", minutes=minutes)
-            return render_template("auth/login.html", form=form, error=message), 429
+        reservation = limiter.reserve(username, request.remote_addr or "unknown")
+        if reservation is None:  # refused before any password is checked
+            return render_template("auth/login.html", form=form, error=too_many_attempts()), 429
         with db().session() as s:
             user = s.scalar(select(User).where(User.username == username))
         ok = check_password_hash(user.password_hash if user else _DUMMY_HASH, form.password.data)
         if user is not None and ok and user.active:
-            limiter.succeeded(username)
+            limiter.succeeded(reservation)
             preferences = {k: session[k] for k in ("locale", "timezone") if k in session}
             session.clear()  # a fresh session at login: nothing from before survives (session fixation)
             session.update(preferences)
             start_session(user)
             return redirect(safe_next(request.args.get("next")))
-        limiter.failed(username, address)
+        # The reservation stays: it is this failure's record.
         return render_template("auth/login.html", form=form, error=_("Unknown user or wrong password.")), 200
     return render_template("auth/login.html", form=form, error=None)
 
