@@ -1,4 +1,4 @@
-"""Logging in and out, sessions and their end, the person's language and time zone."""
+"""Logging in and out, sessions and their end, one's password, the person's language and time zone."""
 
 from __future__ import annotations
 
@@ -7,17 +7,18 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
-from flask_login import current_user, login_user, logout_user
+from flask_login import current_user, login_required, login_user, logout_user
 from sqlalchemy import select
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from queuelog.auth import end_sessions, set_preferences
+from queuelog.auth import AuthError, end_sessions, set_preferences, update_user
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, valid_timezone
 from queuelog.models import User
 from queuelog.ratelimit import LoginLimiter
 from queuelog.web import db
-from queuelog.web.forms import LoginForm
+from queuelog.web.forms import LoginForm, PasswordChangeForm
+from queuelog.web.refusals import refusal_text
 
 bp = Blueprint("web_auth", __name__)
 # Checked when the username is unknown, so that both failures take as long (no user enumeration by timing).
@@ -129,7 +130,11 @@ def set_language():
 
 @bp.get("/settings")
 def settings():
-    """Language and time zone, for visitors and logged-in people alike."""
+    """Language and time zone, for visitors and logged-in people alike; one's password, once logged in."""
+    return _settings_page(PasswordChangeForm())
+
+
+def _settings_page(password_form: PasswordChangeForm) -> str:
     from zoneinfo import available_timezones
 
     from flask_babel import get_timezone
@@ -137,7 +142,40 @@ def settings():
     zones = sorted(
         z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/"))
     ) + ["UTC"]
-    return render_template("auth/settings.html", zones=zones, current_zone=str(get_timezone()))
+    return render_template(
+        "auth/settings.html", zones=zones, current_zone=str(get_timezone()), password_form=password_form
+    )
+
+
+@bp.post("/settings/password")
+@login_required
+def change_password():
+    """Change one's own password: every other session of the person ends, this one stays logged in.
+
+    Wrong current passwords count as failed logins (the same limits), so a borrowed session cannot be
+    used to guess the password."""
+    form = PasswordChangeForm()
+    if not form.validate_on_submit():
+        return _settings_page(form), 422
+    limiter = login_limiter()
+    reservation = limiter.reserve(current_user.username, request.remote_addr or "unknown")
+    if reservation is None:
+        form.current_password.errors.append(too_many_attempts())
+        return _settings_page(form), 429
+    if not current_user.check_password(form.current_password.data):
+        form.current_password.errors.append(_("That is not your current password."))
+        return _settings_page(form), 422
+    limiter.succeeded(reservation)
+    try:
+        user = update_user(
+            db(), current_user.username, actor=current_user.username, password=form.new_password.data
+        )
+    except AuthError as exc:
+        form.new_password.errors.append(refusal_text(exc))
+        return _settings_page(form), 422
+    start_session(user, logged_in_at=session.get(LOGIN_AT))  # this session, at the new version
+    flash(_("Your password is changed. Your other sessions have ended."), "success")
+    return redirect(url_for("web_auth.settings"))
 
 
 @bp.post("/timezone")
