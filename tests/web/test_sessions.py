@@ -77,6 +77,14 @@ def test_reactivation_does_not_bring_old_sessions_back(app, producer_browser, ad
     assert_logged_out(app, stolen)
 
 
+def test_a_password_reset_from_the_command_line_ends_the_users_sessions(app, runner, producer_browser):
+    stolen = Stolen(producer_browser)
+    result = runner.invoke(args=["users", "set-password", "alice", "--password", "cli-new-password"])
+    assert result.exit_code == 0, result.output
+    assert_logged_out(app, stolen)
+    assert Browser(app.test_client()).login("alice", "cli-new-password").status_code == 302
+
+
 @pytest.mark.parametrize("app_settings", [{"SESSION_LIFETIME": "3s"}])
 def test_a_login_lasts_at_most_the_session_lifetime(app, producer_browser, app_settings):
     stolen = Stolen(producer_browser)
