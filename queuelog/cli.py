@@ -1,17 +1,19 @@
-"""``flask --app app ...`` commands (SPEC §7). Automation relies on their output: keep it stable."""
+"""``flask --app app ...`` commands. Automation relies on their output: keep it stable."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from queuelog.auth import AuthError, create_key, create_user, revoke_key
+from queuelog.auth import AuthError, Refusal, create_key, create_user, revoke_key, update_user
 from queuelog.config import parse_duration
-from queuelog.models import KEY_KINDS, ROLES
+from queuelog.models import KEY_KINDS, ROLES, ApiKey, User
 from queuelog.queue.types import NAME_PATTERN, check_schema
 
 
@@ -20,7 +22,24 @@ def _ext(name: str):
 
 
 def _fail(message: str) -> None:
+    """Print ``Error: message`` on stderr and exit with status 1."""
     raise click.ClickException(message)
+
+
+# The command line's own wording where it differs from the refusal's message (which names no options).
+_WORDING = {
+    Refusal.PRODUCER_KEY_NEEDS_USER: "a producer key belongs to a user: give --user",
+    Refusal.WORKER_KEY_HAS_USER: "a worker key belongs to no user: leave out --user",
+}
+
+
+def _refused(exc: AuthError) -> None:
+    _fail(_WORDING.get(exc.code, str(exc)))
+
+
+def _time(value: datetime | None) -> str:
+    """RFC 3339 in UTC, to the second, or "-"."""
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 db_cli = AppGroup("db", help="Database schema.")
@@ -66,9 +85,49 @@ def users_create(name: str, role: str, password: str | None) -> None:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     try:
         create_user(_ext("db"), name, role, password)
-    except (AuthError, IntegrityError) as exc:
-        _fail(str(exc).splitlines()[0])
+    except AuthError as exc:
+        _refused(exc)
     click.echo(f"created {role} {name}")
+
+
+@users_cli.command("list")
+def users_list() -> None:
+    """List users: name, role, active or inactive, created (UTC), one per line, tab-separated."""
+    with _ext("db").session() as session:
+        people = session.scalars(select(User).order_by(User.username)).all()
+    for user in people:
+        state = "active" if user.active else "inactive"
+        click.echo(f"{user.username}\t{user.role}\t{state}\t{_time(user.created_at)}")
+
+
+@users_cli.command("set-password")
+@click.argument("name")
+@click.option("--password", help="Prompted for when not given.")
+def users_set_password(name: str, password: str | None) -> None:
+    """Set a user's password; every session of the user ends (they log in again)."""
+    if password is None:
+        password = click.prompt("New password", hide_input=True, confirmation_prompt=True)
+    try:
+        update_user(_ext("db"), name, actor="cli", password=password)
+    except AuthError as exc:
+        _refused(exc)
+    click.echo(f"set the password of {name}; their sessions have ended")
+
+
+@keys_cli.command("list")
+def keys_list() -> None:
+    """List API keys (never the keys themselves): name, kind, user, created, last used, revoked.
+
+    Times are UTC; "-" stands for none (no user, never used, not revoked)."""
+    with _ext("db").session() as session:
+        rows = session.execute(
+            select(ApiKey, User.username)
+            .outerjoin(User, User.id == ApiKey.user_id)
+            .order_by(ApiKey.created_at, ApiKey.id)
+        ).all()
+    for key, username in rows:
+        times = (key.created_at, key.last_used_at, key.revoked_at)
+        click.echo("\t".join([key.name, key.kind, username or "-", *map(_time, times)]))
 
 
 @keys_cli.command("create")
@@ -79,8 +138,8 @@ def keys_create(name: str, kind: str, username: str | None) -> None:
     """Create an API key; the key is printed alone on the last line, once."""
     try:
         raw = create_key(_ext("db"), name, kind, username=username)
-    except (AuthError, IntegrityError) as exc:
-        _fail(str(exc).splitlines()[0])
+    except AuthError as exc:
+        _refused(exc)
     click.echo(f"created {kind} key {name!r}; it is shown only now:", err=True)
     click.echo(raw)
 
@@ -92,7 +151,7 @@ def keys_revoke(name: str) -> None:
     try:
         revoke_key(_ext("db"), name)
     except AuthError as exc:
-        _fail(str(exc))
+        _refused(exc)
     click.echo(f"revoked key {name}")
 
 

@@ -43,7 +43,13 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
     "METRICS_TOKEN": (None, str),  # a bearer token that may read /metrics (admins' keys may too)
+    # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
+    "SESSION_LIFETIME": ("12h", str),
+    "SESSION_IDLE": ("2h", str),
+    # How many reverse proxies stand in front of the app (each appends to X-Forwarded-For).
+    "TRUSTED_PROXIES": (0, _INT),
 }
+DURATIONS = ("SESSION_LIFETIME", "SESSION_IDLE")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -63,6 +69,9 @@ def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> 
         config[name] = parse(raw) if raw not in (None, "") else default
     if overrides:
         config.update(overrides)
+    for name in DURATIONS:
+        if not isinstance(config[name], timedelta):
+            config[name] = parse_duration(str(config[name]))
     if not config["DATABASE_URL"] or not config["SECRET_KEY"]:
         make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
     if not config["DATABASE_URL"]:

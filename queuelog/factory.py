@@ -10,6 +10,7 @@ from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from queuelog.config import load_config, parse_duration
 from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
@@ -38,6 +39,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=config["SESSION_COOKIE_SECURE"],
+        PERMANENT_SESSION_LIFETIME=config["SESSION_IDLE"],  # logins are permanent: their idle limit
     )
     if test_config:
         app.config.update({k: v for k, v in test_config.items() if k != "QUEUELOG"})
@@ -47,6 +49,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_errorhandlers(app)
     register_commands(app)
     app.after_request(_security_headers)
+    if config["TRUSTED_PROXIES"] > 0:  # the client address: from X-Forwarded-For, as our proxies wrote it
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])
     return app
 
 

@@ -82,6 +82,9 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
     locale: Mapped[str | None] = mapped_column(String(16))  # the language chosen in the pages
     timezone: Mapped[str | None] = mapped_column(String(64))  # an IANA zone name for showing times
+    # Part of every login's session id: raising it ends every session of the user (logout, password
+    # changes and resets, deactivation, role changes).
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     # flask-login's user protocol
     @property
@@ -97,7 +100,8 @@ class User(Base):
         return False
 
     def get_id(self) -> str:
-        return str(self.id)
+        """The session id flask-login keeps in the cookie: ``<id>:<session_version>``."""
+        return f"{self.id}:{self.session_version}"
 
     def set_password(self, password: str) -> None:
         """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""
@@ -112,12 +116,15 @@ class User(Base):
 
 
 class ApiKey(Base):
-    """An API key. Only a SHA-256 of the key is stored; the key has 256 random bits, so no slow hash is needed."""
+    """An API key. Only a SHA-256 of the key is stored; the key has 256 random bits, so no slow hash is needed.
+
+    A name belongs to one key that is not revoked; a revoked key keeps its row, and its name can be given to
+    a new key."""
 
     __tablename__ = "api_keys"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(16))
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
@@ -126,6 +133,16 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(Timestamp())
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp())
+
+    __table_args__ = (
+        Index(
+            "uq_api_keys_name_unrevoked",
+            "name",
+            unique=True,
+            sqlite_where=text("revoked_at IS NULL"),
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
 
 
 class JobType(Base):

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 
-from queuelog.auth import authenticate_key
+from sqlalchemy import select
+
+from queuelog.auth import authenticate_key, update_user
+from queuelog.models import User
 from tests.conftest import ROOT
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def _recent(stamp: str) -> bool:
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return abs(datetime.now(UTC) - when) < timedelta(minutes=5)
 
 
 def test_users_create_with_password_and_prompt(runner, app):
@@ -45,6 +57,84 @@ def test_keys_create_prints_the_key_last_and_it_works(runner, app):
     assert authenticate_key(db, worker_key) is None
     assert runner.invoke(args=["keys", "revoke", "nope"]).exit_code != 0
     assert runner.invoke(args=["keys", "create", "x", "--kind", "producer"]).exit_code != 0  # needs --user
+
+
+def test_refusals_go_to_stderr_with_a_nonzero_exit(runner, app):
+    assert runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"]).exit_code == 0
+    again = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
+    assert again.exit_code == 1
+    assert again.stdout == "" and "Error: a key named 'w-1' already exists" in again.stderr
+    orphan = runner.invoke(args=["keys", "create", "x", "--kind", "producer"])
+    assert orphan.exit_code == 1 and "a producer key belongs to a user: give --user" in orphan.stderr
+    blank = runner.invoke(args=["users", "create", "erin", "--role", "producer", "--password", " " * 10])
+    assert blank.exit_code == 1 and "password must not be only whitespace" in blank.stderr
+    short = runner.invoke(args=["users", "create", "erin", "--role", "producer", "--password", "short"])
+    assert short.exit_code == 1 and "at least 8 characters" in short.stderr
+
+
+def test_a_revoked_keys_name_is_free_again(runner, app):
+    db = app.extensions["queuelog"]["db"]
+    old = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"]).stdout.strip()
+    assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0
+    new = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
+    assert new.exit_code == 0, new.output
+    assert authenticate_key(db, old) is None and authenticate_key(db, new.stdout.strip()).name == "w-1"
+    assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0  # the new one
+    assert authenticate_key(db, new.stdout.strip()) is None
+    assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0  # nothing left to revoke: fine
+
+
+def test_users_list(runner, app):
+    runner.invoke(args=["users", "create", "carol", "--role", "producer", "--password", "long-password"])
+    update_user(app.extensions["queuelog"]["db"], "carol", actor="test", active=False)
+    lines = [line.split("\t") for line in runner.invoke(args=["users", "list"]).stdout.splitlines()]
+    assert [line[:3] for line in lines] == [["admin", "admin", "active"], ["carol", "producer", "inactive"]]
+    assert all(STAMP.fullmatch(line[3]) and _recent(line[3]) for line in lines)
+
+
+def test_users_set_password_with_option_and_prompt(runner, app):
+    db = app.extensions["queuelog"]["db"]
+    runner.invoke(args=["users", "create", "carol", "--role", "producer", "--password", "long-password"])
+
+    def password_is(password: str) -> bool:
+        with db.session() as s:
+            return s.scalar(select(User).where(User.username == "carol")).check_password(password)
+
+    given = runner.invoke(args=["users", "set-password", "carol", "--password", "second-password"])
+    assert given.exit_code == 0, given.output
+    assert password_is("second-password") and not password_is("long-password")
+    prompted = runner.invoke(
+        args=["users", "set-password", "carol"], input="third-password\nthird-password\n"
+    )
+    assert prompted.exit_code == 0, prompted.output
+    assert password_is("third-password")
+    blank = runner.invoke(args=["users", "set-password", "carol", "--password", "\t" * 9])
+    assert blank.exit_code == 1 and "only whitespace" in blank.stderr
+    nobody = runner.invoke(args=["users", "set-password", "nobody", "--password", "long-password"])
+    assert nobody.exit_code == 1 and "no user 'nobody'" in nobody.stderr
+    assert password_is("third-password")
+
+
+def test_keys_list_never_shows_a_key(runner, app):
+    db = app.extensions["queuelog"]["db"]
+    runner.invoke(args=["users", "create", "carol", "--role", "producer", "--password", "long-password"])
+    worker = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"]).stdout.strip()
+    producer = runner.invoke(args=["keys", "create", "lap", "--kind", "producer", "--user", "carol"]).stdout
+    authenticate_key(db, worker)  # marks it used
+    runner.invoke(args=["keys", "revoke", "w-1"])
+    runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
+    listing = runner.invoke(args=["keys", "list"]).stdout
+    assert "ql_" not in listing and worker not in listing and producer.strip() not in listing
+    lines = [line.split("\t") for line in listing.splitlines()]
+    assert [line[:3] for line in lines] == [
+        ["w-1", "worker", "-"],
+        ["lap", "producer", "carol"],
+        ["w-1", "worker", "-"],
+    ]
+    (old_w, lap, new_w) = lines
+    assert STAMP.fullmatch(old_w[4]) and STAMP.fullmatch(old_w[5]) and _recent(old_w[5])  # used, revoked
+    assert lap[4:] == ["-", "-"] and new_w[4:] == ["-", "-"]
+    assert all(STAMP.fullmatch(line[3]) for line in lines)
 
 
 def test_types_add_list_disable(runner, tmp_path, producer):

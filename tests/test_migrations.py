@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import warnings
 
+import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from queuelog.db import Database
 from queuelog.models import Base
+from tests.conftest import PG_URL, _pg_schema_url
 
 
 def test_upgrade_from_empty_to_head_on_sqlite(tmp_path):
@@ -47,3 +53,62 @@ def test_claim_index_is_partial_and_in_claim_order(app, backend):
             ).scalar()
     assert "priority DESC" in sql and "available_at" in sql
     assert "status" in sql.split("WHERE")[1] and "pending" in sql
+
+
+@pytest.fixture
+def empty_database(backend, tmp_path):
+    """An empty database on the engine under test (a new file, or a new PostgreSQL schema)."""
+    if backend.name == "sqlite":
+        db = Database(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+        yield db
+        db.dispose()
+        return
+    schema = f"queuelog_mig_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    db = Database(_pg_schema_url(PG_URL, schema))
+    try:
+        yield db
+    finally:
+        db.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def test_0004_keeps_users_and_keys_and_frees_revoked_key_names(empty_database):
+    db = empty_database
+    db.upgrade("0003")
+    now = "2026-01-02 03:04:05+00:00"
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO users (id, username, password_hash, role, active, created_at)"
+                " VALUES (1, 'ada', 'x', 'admin', true, :now)"
+            ),
+            {"now": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO api_keys (name, kind, key_hash, prefix, created_at, revoked_at)"
+                " VALUES ('w-1', 'worker', 'h1', 'ql_a', :now, :now)"
+            ),
+            {"now": now},
+        )
+    db.upgrade()
+    insert_key = text(
+        "INSERT INTO api_keys (name, kind, key_hash, prefix, created_at)"
+        " VALUES ('w-1', 'worker', :digest, 'ql_b', :now)"
+    )
+    with db.engine.begin() as conn:
+        assert conn.execute(text("SELECT session_version FROM users WHERE id = 1")).scalar() == 0
+        conn.execute(insert_key, {"digest": "h2", "now": now})  # the revoked key's name, again
+    with pytest.raises(IntegrityError), db.engine.begin() as conn:
+        conn.execute(insert_key, {"digest": "h3", "now": now})  # but not twice while unrevoked
+    with db.engine.begin() as conn:
+        conn.execute(text("DELETE FROM api_keys WHERE key_hash = 'h2'"))
+    command.downgrade(db.alembic_config(), "0003")  # and back
+    with db.engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("users")}
+    assert "session_version" not in columns

@@ -27,6 +27,7 @@ from queuelog.web.forms import (
     UserCreateForm,
     UserRoleForm,
 )
+from queuelog.web.refusals import KEY_USER_REFUSALS, PASSWORD_REFUSALS, refusal_text
 
 bp = Blueprint("web_admin", __name__, url_prefix="/admin")
 
@@ -91,8 +92,9 @@ def users():
             )
             flash(_("User %(name)s created.", name=form.username.data.strip()), "success")
             return redirect(url_for("web_admin.users"))
-        except (AuthError, IntegrityError) as exc:
-            form.username.errors.append(str(exc).splitlines()[0])
+        except AuthError as exc:
+            field = form.password if exc.code in PASSWORD_REFUSALS else form.username
+            field.errors.append(refusal_text(exc))
     with db().session() as s:
         people = list(s.scalars(select(User).order_by(User.username)))
     return render_template(
@@ -108,6 +110,7 @@ def users():
 @bp.post("/users/<username>/<change>")
 @admin_required
 def user_change(username: str, change: str):
+    """Change a user's role, active flag or password: each of these ends the user's sessions."""
     changes: dict = {}
     if change == "role":
         form = UserRoleForm()
@@ -121,7 +124,8 @@ def user_change(username: str, change: str):
         if form.validate_on_submit():
             changes["password"] = form.password.data
         else:
-            flash(_("A password needs at least 8 characters."), "error")
+            for error in form.password.errors[:1]:
+                flash(error, "error")
     else:
         abort(404)
     if changes:
@@ -129,7 +133,7 @@ def user_change(username: str, change: str):
             update_user(db(), username, actor=current_user.username, **changes)
             flash(_("User %(name)s updated.", name=username), "success")
         except AuthError as exc:
-            flash(str(exc), "error")
+            flash(refusal_text(exc), "error")
     return redirect(url_for("web_admin.users"))
 
 
@@ -158,8 +162,9 @@ def keys():
                 username=form.user.data or None,
                 actor=current_user.username,
             )
-        except (AuthError, IntegrityError) as exc:
-            form.name.errors.append(str(exc).splitlines()[0])
+        except AuthError as exc:
+            field = form.user if exc.code in KEY_USER_REFUSALS else form.name
+            field.errors.append(refusal_text(exc))
         else:
             # Shown in this response only (never put in a flash message: those travel in the cookie).
             return render_template("admin/key_created.html", key=new_key, name=form.name.data.strip())

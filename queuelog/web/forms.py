@@ -14,7 +14,17 @@ from wtforms import (
     StringField,
     TextAreaField,
 )
-from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, Optional
+from wtforms.validators import (
+    DataRequired,
+    EqualTo,
+    InputRequired,
+    Length,
+    NumberRange,
+    Optional,
+    StopValidation,
+)
+
+from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
 REQUIRED = _l("This field is required.")
@@ -26,6 +36,23 @@ def _length(low: int = -1, high: int = -1) -> Length:
             min=low, max=high, message=_l("Use between %(min)d and %(max)d characters.", min=low, max=high)
         )
     return Length(max=high, message=_l("Use at most %(max)d characters.", max=high))
+
+
+def _not_blank(form: FlaskForm, field: PasswordField) -> None:
+    if field.data and not field.data.strip():
+        raise StopValidation(str(_l("A password cannot be only spaces.")))
+
+
+def _new_password(label) -> PasswordField:
+    """A field for a new password: the rules of ``queuelog.refusals.check_password``."""
+    return PasswordField(
+        label,
+        validators=[
+            InputRequired(message=REQUIRED),
+            _not_blank,
+            _length(PASSWORD_MIN_LENGTH, PASSWORD_MAX_LENGTH),
+        ],
+    )
 
 
 class LoginForm(FlaskForm):
@@ -65,7 +92,7 @@ class UserCreateForm(FlaskForm):
     role = SelectField(
         _l("Role"), choices=[SelectChoice("producer", _l("producer")), SelectChoice("admin", _l("admin"))]
     )
-    password = PasswordField(_l("Password"), validators=[DataRequired(message=REQUIRED), _length(8, 256)])
+    password = _new_password(_l("Password"))
 
 
 class UserRoleForm(FlaskForm):
@@ -75,7 +102,18 @@ class UserRoleForm(FlaskForm):
 
 
 class PasswordResetForm(FlaskForm):
-    password = PasswordField(_l("New password"), validators=[DataRequired(message=REQUIRED), _length(8, 256)])
+    password = _new_password(_l("New password"))
+
+
+class PasswordChangeForm(FlaskForm):
+    """Changing one's own password on the settings page."""
+
+    current_password = PasswordField(_l("Current password"), validators=[InputRequired(message=REQUIRED)])
+    new_password = _new_password(_l("New password"))
+    confirm = PasswordField(
+        _l("New password, again"),
+        validators=[EqualTo("new_password", message=_l("The two new passwords differ."))],
+    )
 
 
 class KeyCreateForm(FlaskForm):

@@ -156,7 +156,7 @@ def test_admin_manages_users(app, admin_browser):
     short = admin_browser.submit("/admin/users", username="dave", role="producer", password="short")
     assert short.status_code == 422
     last_admin = admin_browser.submit("/admin/users", "/admin/users/admin/deactivate")
-    assert "there must be at least one active admin" in admin_browser.get("/admin/users").get_data(
+    assert "There must be at least one active admin." in admin_browser.get("/admin/users").get_data(
         as_text=True
     )
     assert last_admin.status_code == 302
@@ -194,7 +194,9 @@ def test_admin_manages_job_types(admin_browser, producer, worker):
     assert created.status_code == 302
     assert producer.post("/jobs", json={"type": "report", "payload": {}}).status_code == 422
     bad_schema = admin_browser.submit("/admin/types", name="other", payload_schema='{"type": 5}')
-    assert bad_schema.status_code == 422 and "Not a valid JSON Schema: 5 is not valid" in bad_schema.get_data(as_text=True)
+    assert bad_schema.status_code == 422 and "Not a valid JSON Schema: 5 is not valid" in bad_schema.get_data(
+        as_text=True
+    )
     admin_browser.submit("/admin/types/report", description="Quarterly report", payload_schema="")
     assert producer.post("/jobs", json={"type": "report", "payload": {}}).status_code == 201
     admin_browser.submit("/admin/types", "/admin/types/report/pause")

@@ -83,7 +83,7 @@ def test_session_is_renewed_at_login(app):
     b.login("admin", ADMIN_PASSWORD)
     with b.client.session_transaction() as session:
         assert "planted" not in session
-        assert session.get("_user_id") == "1"
+        assert session.get("_user_id") == "1:0"  # user id 1, session version 0
 
 
 def test_security_headers_and_cookie_flags(browser, client):
