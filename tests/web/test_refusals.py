@@ -64,7 +64,7 @@ def test_a_revoked_keys_name_can_be_given_to_a_new_key(app, admin_browser):
     assert authenticate_key(db, old_key) is None
     assert authenticate_key(db, new_key).name == "builder-1"
     listing = admin_browser.get("/admin/keys").get_data(as_text=True)
-    assert listing.count('<td class="data">builder-1</td>') == 2  # the revoked row stays
+    assert len(re.findall(r'<td [^>]*class="data">builder-1</td>', listing)) == 2  # the revoked row stays
     assert listing.count('action="/admin/keys/builder-1/revoke"') == 1  # only the key in use
 
 
