@@ -184,7 +184,7 @@ class Job(Base):
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
-        # finished, and `complete` keeps using the primary key (BASELINE.md, PostgreSQL pitfall).
+        # finished, and `complete` keeps using the primary key (README, "Performance").
         Index(
             "ix_jobs_claim",
             text("priority DESC"),
