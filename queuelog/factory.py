@@ -197,6 +197,11 @@ def register_errorhandlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        if type(exc).__module__ == "gunicorn.http.errors":  # a malformed body, e.g. a broken chunk size
+            app.logger.info("malformed request on %s %s: %r", request.method, request.path, exc)
+            if _is_api_request():
+                return problem(400, "malformed-request", "the request body is malformed")
+            return render_template("error.html", code=400, message=_("The request was malformed.")), 400
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
         if _is_api_request():
             return problem(500, "internal-error", "the server failed to handle the request")

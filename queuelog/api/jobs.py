@@ -66,8 +66,12 @@ def enqueue_batch():
         for i, item in enumerate(items)
     ]
     principal: Principal = g.principal
+    first_use: dict[str, int] = {}
     for i, spec in enumerate(specs):
         _check_ceiling(spec.priority, principal, f"jobs[{i}]: ")
+        key = spec.idempotency_key
+        if key is not None and first_use.setdefault(key, i) != i:
+            raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
     results = queue().enqueue_many(principal.name, specs)
     created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
     return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201 if created else 200)

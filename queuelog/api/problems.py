@@ -9,6 +9,7 @@ from flask import Response, json
 TITLES = {
     "validation-failed": "Validation failed",
     "malformed-json": "Malformed JSON",
+    "malformed-request": "Malformed request",
     "unsupported-media-type": "Unsupported media type",
     "payload-too-large": "Payload too large",
     "unauthorized": "Unauthorized",

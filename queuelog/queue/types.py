@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from functools import lru_cache
@@ -41,14 +42,37 @@ _NO_RETRIEVAL = Registry(retrieve=_refuse_retrieval)
 @lru_cache(maxsize=256)
 def _validator(schema_text: str):
     schema = json.loads(schema_text)
-    return validators.validator_for(schema)(schema, registry=_NO_RETRIEVAL)
+    cls = validators.extend(validators.validator_for(schema), {"uniqueItems": _unique_items})
+    return cls(schema, registry=_NO_RETRIEVAL)
+
+
+def _unique_items(validator, unique: bool, instance: Any, schema: dict):
+    """``uniqueItems`` in linear time: the library compares unhashable items pairwise, so that 6,000
+    small objects in one payload cost minutes of CPU. Items are compared by a hashable canonical form
+    with JSON's equality (1 equals 1.0; true does not equal 1)."""
+    if unique and validator.is_type(instance, "array"):
+        seen: set[Any] = set()
+        for item in instance:
+            key = _canonical(item)
+            if key in seen:
+                yield schema_errors.ValidationError("has non-unique elements")
+                return
+            seen.add(key)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("l", tuple(_canonical(v) for v in value))
+    return (type(value) is bool, value)  # numbers compare by value whatever their Python type
 
 
 class SchemaProblem(NamedTuple):
     """Why a payload schema was refused: ``code`` for the faces to word in their language, ``detail`` in
     English (the command line's words, and the JSON Schema library's own message where there is one)."""
 
-    code: str  # not-object | bad-text | too-deep | remote-ref | unresolvable-ref | invalid
+    code: str  # not-object | bad-text | not-finite | too-deep | remote-ref | unresolvable-ref | invalid
     detail: str
 
 
@@ -76,6 +100,8 @@ def check_schema(schema: Any) -> SchemaProblem | None:
             stack.extend((item, depth + 1) for item in node)
         elif isinstance(node, str) and text_problem(node):
             return SchemaProblem("bad-text", f"a string {text_problem(node)}")
+        elif isinstance(node, float) and not math.isfinite(node):  # PostgreSQL's json has no NaN
+            return SchemaProblem("not-finite", "numbers must be finite (no NaN, Infinity or 1e400)")
     for ref in refs:
         if not ref.startswith("#"):
             return SchemaProblem(
@@ -147,8 +173,11 @@ class JobTypeRules:
                 )
             if schema is not None:
                 try:
-                    error = min(_validator(schema).iter_errors(spec.payload), key=str, default=None)
-                except (Unresolvable, RecursionError):  # saved before these were checked, or endless
+                    # The first error only: collecting them all costs seconds on a long array.
+                    error = next(iter(_validator(schema).iter_errors(spec.payload)), None)
+                except (Unresolvable, RecursionError, ArithmeticError, ValueError, TypeError):
+                    # Saved before these were checked, endless, or numbers the library cannot compare
+                    # (a 400-digit integer against "multipleOf": 0.01 overflows a float).
                     raise JobValidationError(
                         [
                             {
@@ -159,7 +188,8 @@ class JobTypeRules:
                     ) from None
                 if error is not None:
                     path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-                    raise JobValidationError([{"field": f"{prefix}payload{path}", "message": error.message}])
+                    message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
+                    raise JobValidationError([{"field": f"{prefix}payload{path}", "message": message}])
 
     # -- management (admins, CLI) -------------------------------------------------------------------
 

@@ -42,9 +42,12 @@ def register(app) -> None:
 
 
 def refuse_unstorable_text():
-    """One rule for every page: query parameters and form fields may not carry text that cannot be
-    stored (NUL, lone surrogates). Answering 400 here keeps it out of every query and every form."""
-    found = first_text_problem([*request.args.items(multi=True), *request.form.items(multi=True)])
+    """One rule for every page: path segments, query parameters and form fields may not carry text that
+    cannot be stored (NUL, lone surrogates). Answering 400 here keeps it out of every query and form."""
+    path_values = [(k, v) for k, v in (request.view_args or {}).items() if isinstance(v, str)]
+    found = first_text_problem(
+        [*path_values, *request.args.items(multi=True), *request.form.items(multi=True)]
+    )
     if found is None:
         return None
     name = found[0][:64] if text_problem(found[0]) is None else "?"

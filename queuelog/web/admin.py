@@ -107,7 +107,7 @@ def users():
     ), (422 if form.errors else 200)
 
 
-@bp.post("/users/<username>/<change>")
+@bp.post("/users/<path:username>/<change>")
 @admin_required
 def user_change(username: str, change: str):
     """Change a user's role, active flag or password: each of these ends the user's sessions."""
@@ -173,7 +173,7 @@ def keys():
     )
 
 
-@bp.post("/keys/<name>/revoke")
+@bp.post("/keys/<path:name>/revoke")  # "path": key and user names may hold "/"
 @admin_required
 def key_revoke(name: str):
     if ConfirmForm().validate_on_submit():
@@ -211,6 +211,7 @@ def _schema_message(problem: SchemaProblem) -> str:
     messages = {
         "not-object": _("The schema must be a JSON object."),
         "bad-text": _("The schema contains characters that cannot be stored (such as the NUL character)."),
+        "not-finite": _("Numbers in the schema must be finite (no NaN or Infinity)."),
         "too-deep": _("The schema is nested more than %(depth)d levels deep.", depth=MAX_SCHEMA_DEPTH),
         "remote-ref": _(
             "The schema refers to another document; only references within the schema (starting with #) are allowed, and nothing is fetched."
@@ -245,7 +246,7 @@ def types():
     )
 
 
-@bp.route("/types/<name>", methods=["GET", "POST"])
+@bp.route("/types/<path:name>", methods=["GET", "POST"])
 @admin_required
 def type_edit(name: str):
     job_type = next((t for t in queue().types.all() if t.name == name), None)
@@ -269,7 +270,7 @@ def type_edit(name: str):
     )
 
 
-@bp.post("/types/<name>/<change>")
+@bp.post("/types/<path:name>/<change>")
 @admin_required
 def type_change(name: str, change: str):
     settings = {

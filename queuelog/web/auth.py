@@ -109,10 +109,15 @@ def login():
 @bp.post("/logout")
 def logout():
     """Log out, and end the person's sessions everywhere: a copy of the cookie is worth nothing after."""
+    kept = {k: session[k] for k in ("locale", "timezone") if k in session}  # no credentials, these
     if current_user.is_authenticated:
         end_sessions(db(), current_user.id)
+        # The profile's choices, so that the login page after this speaks the person's language.
+        profile = {"locale": current_user.locale, "timezone": current_user.timezone}
+        kept.update({k: v for k, v in profile.items() if v})
     logout_user()
     session.clear()
+    session.update(kept)
     flash(_("You are logged out."), "info")
     return redirect(url_for("web_auth.login"))
 

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from queuelog.redact import redact_error
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
 from queuelog.worker.leases import Held, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
@@ -250,4 +251,6 @@ def _ms(started: float) -> int:
 
 
 def _traceback() -> str:
-    return traceback.format_exc()[-MAX_ERROR_CHARS:]
+    """The handler's traceback as the server will store it: redacted here first, since cutting it to its
+    last MAX_ERROR_CHARS characters could cut a secret's name off and leave its value unrecognisable."""
+    return redact_error(traceback.format_exc())[-MAX_ERROR_CHARS:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import sqlite3
 import subprocess
@@ -403,3 +404,89 @@ def test_a_database_path_that_can_never_work_exits_with_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert "Traceback" not in result.stderr
     assert lines[-1].startswith(f"queuelog: cannot use the database {blocker}/queuelog.sqlite3: ")
+
+
+# -- found by a review after the first round -------------------------------------------------------
+
+
+def test_schema_checks_stay_linear_and_never_fail_with_500(queue, producer):
+    queue.types.add(
+        "tagged", "", {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+    )
+    queue.types.add("lines", "", {"type": "object", "properties": {"lines": {"items": {"type": "string"}}}})
+    queue.types.add("money", "", {"type": "object", "properties": {"amount": {"multipleOf": 0.01}}})
+    # 6,000 distinct small objects: the library's pairwise comparison took minutes; ours is linear.
+    tags = [{"a": n} for n in range(6000)]
+    assert producer.post("/jobs", json={"type": "tagged", "payload": {"tags": tags}}).status_code == 201
+    dup = producer.post("/jobs", json={"type": "tagged", "payload": {"tags": [*tags, {"a": 3.0}]}})
+    assert dup.status_code == 422 and dup.get_json()["errors"][0]["message"] == "has non-unique elements"
+    assert len(dup.get_data()) < 2000  # the answer does not echo the array
+    assert producer.post("/jobs", json={"type": "tagged", "payload": {"tags": [1, True]}}).status_code == 201
+    wrong = producer.post("/jobs", json={"type": "lines", "payload": {"lines": [0] * 30000}})
+    assert wrong.status_code == 422 and wrong.get_json()["errors"][0]["field"] == "payload.lines[0]"
+    body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 400 + b"}}"
+    huge = producer.post("/jobs", data=body, headers={"Content-Type": "application/json"})
+    assert huge.status_code == 422 and huge.get_json()["errors"][0]["field"] == "type"
+
+
+@pytest.mark.parametrize("schema", ['{"maximum": NaN}', '{"maximum": Infinity}', '{"maximum": 1e400}'])
+def test_schemas_with_numbers_json_cannot_hold_are_refused(queue, admin_browser, schema):
+    response = admin_browser.submit("/admin/types", name="nan", description="", payload_schema=schema)
+    assert response.status_code == 422 and "must be finite" in response.get_data(as_text=True)
+    assert "nan" not in [t.name for t in queue.types.all()]
+
+
+def test_nul_in_a_path_segment_is_a_clear_400(admin_browser):
+    for path in ("/admin/keys/a%00b/revoke", "/admin/users/a%00b/role", "/admin/types/a%00b/pause"):
+        response = admin_browser.submit("/admin/keys", path, role="admin")
+        assert response.status_code == 400, path
+
+
+def test_names_with_a_slash_can_be_managed_from_the_pages(admin_browser, app):
+    from queuelog.auth import authenticate_key
+
+    created = admin_browser.submit("/admin/keys", name="team/a", kind="worker", user="")
+    key = re.search(r'id="new-key">(ql_[^<]+)<', created.get_data(as_text=True)).group(1)
+    assert admin_browser.submit("/admin/keys", "/admin/keys/team/a/revoke").status_code == 302
+    assert authenticate_key(app.extensions["queuelog"]["db"], key) is None
+
+
+def test_malformed_chunked_bodies_are_400(live_server, keys):
+    server = live_server(workers=1, threads=2)
+    key = keys.raw("producer", "alice")
+    for path, auth in (("/jobs", f"Authorization: Bearer {key}\r\n"), ("/login", "")):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\nabc\r\n0\r\n\r\n".encode()
+            )
+            status_line = sock.makefile("rb").readline().decode()
+        assert status_line.split()[1] == "400", (path, status_line)
+
+
+def test_logging_out_keeps_the_chosen_language(producer_browser):
+    producer_browser.submit("/settings", action="/language", locale="de")
+    page = producer_browser.submit("/", action="/logout")
+    assert page.status_code == 302
+    login = producer_browser.get("/login").get_data(as_text=True)
+    assert 'lang="de"' in login and "Du bist abgemeldet." in login
+
+
+def test_a_batch_may_not_use_one_key_twice(producer):
+    body = {
+        "jobs": [{"type": "email", "idempotency_key": "same"}, {"type": "pdf", "idempotency_key": "same"}]
+    }
+    response = producer.post("/jobs/batch", json=body)
+    assert response.status_code == 422
+    assert response.get_json()["errors"][0]["field"] == "jobs[1].idempotency_key"
+    assert producer.get("/jobs").get_json()["jobs"] == []
+
+
+def test_the_worker_redacts_a_traceback_before_cutting_it():
+    from queuelog.worker.runner import MAX_ERROR_CHARS, _traceback
+
+    try:
+        raise RuntimeError("could not connect to postgresql://app:S3cretDbPass@db:5432/app; " + "x" * 4043)
+    except RuntimeError:
+        text = _traceback()
+    assert "S3cret" not in text and len(text) <= MAX_ERROR_CHARS
