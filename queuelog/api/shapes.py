@@ -201,6 +201,10 @@ class Shape(Field):
         self.exclusive = exclusive
         self.closed = closed
         self.render_plan = tuple((key, field.out) for key, field in fields.items())
+        self.finish_plan = tuple(
+            (key, field, field.default, field.check is not None or isinstance(field, ListOf | Shape))
+            for key, field in fields.items()
+        )
         COMPONENTS[name] = schema
 
     def json_schema(self) -> dict[str, Any]:
@@ -226,11 +230,13 @@ class Shape(Field):
 
     def finish(self, value: dict[str, Any], path: str) -> dict[str, Any]:
         out = {}
-        for key, field in self.fields.items():
-            item = value[key] if key in value else field.default
-            if type(item) is dict and key not in value:
-                item = dict(item)  # a fresh copy for each request, never the declaration's own
-            out[key] = field.finish(item, join(path, key))
+        for key, field, default, checked in self.finish_plan:
+            item = value.get(key, default)
+            if item is default and type(default) is dict:
+                item = dict(default)  # a fresh copy for each request, never the declaration's own
+            if checked and item is not None:
+                item = field.finish(item, f"{path}.{key}" if path else key)
+            out[key] = item
         return out
 
     def render(self, record: Mapping[str, Any], omit: frozenset[str] = frozenset()) -> dict[str, Any]:
