@@ -7,23 +7,20 @@ The views are thin adapters (README, "JSON API"): they parse input, check the ca
 from __future__ import annotations
 
 import json
-from functools import lru_cache, wraps
+from functools import wraps
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, request
 from sqlalchemy.exc import OperationalError
 
+from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
-from queuelog.models import PRIORITY_NAMES
 from queuelog.queue import Queue, QueueError
 
 bp = Blueprint("api", __name__)
 
-MAX_BATCH_ENQUEUE = 500
-MAX_BATCH_COMPLETE = 100
-MAX_WAIT_SECONDS = 20
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the Prometheus text format
 
 STATUS_OF = {
@@ -109,39 +106,20 @@ def requires(*allowed: str):
 # -- rendering ----------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
-def rfc3339(value) -> str | None:
-    # Cached: a batch of jobs shares most of its timestamps (claimed, updated, lease expiry).
-    if value is None:
-        return None
-    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
-
-
 def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
     """A job as the caller may see it: idempotency keys for owners and admins, error text for admins."""
-    out = {
-        "id": job["id"],
-        "type": job["type"],
-        "payload": job["payload"],
-        "priority": PRIORITY_NAMES.get(job["priority"], str(job["priority"])),
-        "status": job["status"],
-        "retry_count": job["retry_count"],
-        "max_retries": job["max_retries"],
-        "owner": job["owner"],
-        "worker_id": job["worker_id"],
-        "claimed_at": rfc3339(job["claimed_at"]),
-        "lease_expires_at": rfc3339(job["lease_expires_at"]),
-        "available_at": rfc3339(job["available_at"]),
-        "created_at": rfc3339(job["created_at"]),
-        "updated_at": rfc3339(job["updated_at"]),
-        "finished_at": rfc3339(job["finished_at"]),
-        "result": job["result"],
-    }
-    if principal.is_admin or (principal.kind == "user" and principal.name == job["owner"]):
-        out["idempotency_key"] = job["idempotency_key"]
     if principal.is_admin:
-        out["error"] = job["error"]
-    return out
+        omit = _FOR_ADMINS
+    elif principal.kind == "user" and principal.name == job["owner"]:
+        omit = _FOR_OWNERS
+    else:
+        omit = _FOR_OTHERS
+    return JOB.render(job, omit)  # the fields and their order are those JOB declares (answers.py)
+
+
+_FOR_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
+_FOR_OWNERS = frozenset({"lease_token", "error"})
+_FOR_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

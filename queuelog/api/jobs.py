@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-from typing import Any
-
 from flask import g, request, url_for
 
+from queuelog.api.answers import EVENT
 from queuelog.api.base import (
-    MAX_BATCH_ENQUEUE,
     bp,
     job_json,
     json_response,
     queue,
     requires,
-    rfc3339,
     visible_job,
 )
-from queuelog.api.problems import ApiError, invalid
+from queuelog.api.problems import ApiError
+from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
-    batch_items,
     batch_key,
-    check_fields,
     header_text,
-    int_in_range,
+    job_spec,
     parse_job,
-    parse_priority,
-    parse_status,
-    printable,
+    query_values,
     read_body,
 )
 from queuelog.auth import Principal
-from queuelog.inputs import ascii_int
 
 # -- enqueue ------------------------------------------------------------------------------------------
 
@@ -59,12 +50,9 @@ def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None
 @requires("producer")
 def enqueue_batch():
     """Enqueue jobs."""
-    items = batch_items(read_body(), MAX_BATCH_ENQUEUE, "job bodies")
+    items = BATCH_BODY.parse(read_body())["jobs"]
     header_key = header_text("Idempotency-Key")
-    specs = [
-        parse_job(item, prefix=f"jobs[{i}].", header_key=batch_key(header_key, i))
-        for i, item in enumerate(items)
-    ]
+    specs = [job_spec(item, f"jobs[{i}]", batch_key(header_key, i)) for i, item in enumerate(items)]
     principal: Principal = g.principal
     first_use: dict[str, int] = {}
     for i, spec in enumerate(specs):
@@ -82,39 +70,13 @@ def enqueue_batch():
 def list_jobs():
     """List jobs."""
     principal: Principal = g.principal
-    args = request.args
-    check_fields(args, {"status", "type", "priority", "limit", "cursor"})
-    filters: dict[str, Any] = {}
-    if "status" in args:
-        filters["status"] = parse_status(args["status"])
-    if "type" in args:
-        filters["type"] = printable(args["type"], "type", max_length=64)
-    if "priority" in args:
-        filters["priority"] = parse_priority(args["priority"])
-    limit = 50
-    if "limit" in args:
-        limit = int_in_range(ascii_int(args["limit"], max_digits=3), "limit", 1, 200)
-    before = decode_cursor(args["cursor"]) if "cursor" in args else None
+    query = LIST_QUERY.parse(query_values(request.args))
+    filters = {key: query[key] for key in ("status", "type", "priority") if query[key] is not None}
+    limit, before = query["limit"], query["cursor"]
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
     next_cursor = encode_cursor(jobs[limit - 1]["id"]) if len(jobs) > limit else None
     return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
-
-
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        kind, _, value = text.partition(":")
-        job_id = ascii_int(value)
-        if kind != "id" or job_id is None:
-            raise ValueError
-        return job_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise invalid("cursor", "is not a cursor this API returned") from None
 
 
 @bp.get("/jobs/<jobid:job_id>")
@@ -131,14 +93,8 @@ def job_events(job_id: int):
     """Read job events."""
     principal: Principal = g.principal
     visible_job(queue().get(job_id), principal, job_id)
-    events = []
-    for event in queue().events(job_id):
-        item = {k: event[k] for k in ("id", "event", "actor", "attempt")}
-        item["at"] = rfc3339(event["at"])
-        if principal.is_admin:
-            item["error"] = event["error"]
-        events.append(item)
-    return json_response({"events": events})
+    omit = frozenset() if principal.is_admin else frozenset({"error"})
+    return json_response({"events": [EVENT.render(event, omit) for event in queue().events(job_id)]})
 
 
 # -- people -------------------------------------------------------------------------------------------
@@ -148,7 +104,7 @@ def job_events(job_id: int):
 @requires("producer")
 def cancel(job_id: int):
     """Cancel jobs."""
-    check_fields(read_body(), ())  # an empty body is fine; a malformed one or any field is an error
+    EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
     job = queue().cancel(job_id, principal.name, owner=None if principal.is_admin else principal.name)
     return json_response(job_json(job, principal))
@@ -158,6 +114,6 @@ def cancel(job_id: int):
 @requires("admin")
 def retry(job_id: int):
     """Retry jobs."""
-    check_fields(read_body(), ())
+    EMPTY_BODY.parse(read_body())
     job = queue().retry(job_id, g.principal.name)
     return json_response(job_json(job, g.principal))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 
 from flask import Response, current_app, request
+from flask.blueprints import BlueprintSetupState
 
 from queuelog.api.base import (
     CONTENT_TYPE,
@@ -12,7 +13,9 @@ from queuelog.api.base import (
     caller,
     json_response,
 )
+from queuelog.api.openapi import document
 from queuelog.api.problems import ApiError
+from queuelog.api.schemas import REQUESTS
 
 # -- operations ---------------------------------------------------------------------------------------
 
@@ -52,9 +55,16 @@ def metrics_endpoint():
     return response
 
 
+@bp.record_once
+def _prepare(state: BlueprintSetupState) -> None:
+    """At start-up: compile the request shapes' validators (once per process), and write the OpenAPI
+    document with this app's configured limits."""
+    for shape in REQUESTS:
+        shape.validator  # noqa: B018 - compiled now rather than on the first request
+    state.app.extensions["queuelog"]["openapi"] = document(state.app.config["QUEUELOG"])
+
+
 @bp.get("/openapi.json")
 def openapi():
     """The OpenAPI 3.1 description of this API."""
-    from queuelog.api.openapi import document
-
-    return json_response(document())
+    return json_response(current_app.extensions["queuelog"]["openapi"])

@@ -5,8 +5,6 @@ from __future__ import annotations
 from flask import Response, g
 
 from queuelog.api.base import (
-    MAX_BATCH_COMPLETE,
-    MAX_WAIT_SECONDS,
     STATUS_OF,
     bp,
     job_json,
@@ -15,16 +13,8 @@ from queuelog.api.base import (
     requires,
 )
 from queuelog.api.problems import invalid
-from queuelog.api.validation import (
-    batch_items,
-    check_fields,
-    document_within_limits,
-    int_in_range,
-    lease_seconds,
-    lease_token,
-    printable,
-    read_body,
-)
+from queuelog.api.schemas import BATCH_COMPLETE_BODY, CLAIM_BODY, COMPLETE_BODY, FAIL_BODY, HEARTBEAT_BODY
+from queuelog.api.validation import read_body
 from queuelog.auth import Principal
 from queuelog.queue import QueueError
 
@@ -33,19 +23,11 @@ from queuelog.queue import QueueError
 @requires("worker")
 def complete_batch():
     """Complete jobs."""
-    items = batch_items(read_body(), MAX_BATCH_COMPLETE, "items")
-    parsed: list[tuple[int, str, str | None]] = []
-    for i, item in enumerate(items):
-        prefix = f"jobs[{i}]."
-        if not isinstance(item, dict):
-            raise invalid(f"jobs[{i}]", "must be an object with id, lease_token and an optional result")
-        check_fields(item, {"id", "lease_token", "result"}, prefix)
-        job_id = int_in_range(item.get("id"), prefix + "id", 1, 2**63 - 1)
-        token = lease_token(item, prefix)
-        result = (
-            None if item.get("result") is None else document_within_limits(item["result"], prefix + "result")
-        )
-        parsed.append((job_id, token, result))
+    items = BATCH_COMPLETE_BODY.parse(read_body())["jobs"]
+    parsed: list[tuple[int, str, str | None]] = [
+        (item["id"], item["lease_token"], None if item["result"] is None else item["result"].text)
+        for item in items
+    ]
     ids = [job_id for job_id, _, _ in parsed]
     if len(set(ids)) != len(ids):
         raise invalid("jobs", "each job may appear once")
@@ -67,20 +49,8 @@ def complete_batch():
 @requires("worker")
 def claim():
     """Claim jobs."""
-    body = read_body()
-    check_fields(body, {"types", "lease_seconds", "limit", "wait_seconds"})
-    types = body.get("types")
-    if types is not None:
-        if not isinstance(types, list) or not 1 <= len(types) <= 100:
-            raise invalid("types", "must be a list of 1 to 100 job type names")
-        types = [printable(t, f"types[{i}]", max_length=64) for i, t in enumerate(types)]
-    lease = lease_seconds(body)
-    limit = body.get("limit")
-    if limit is not None:
-        limit = int_in_range(limit, "limit", 1, 100)
-    wait = body.get("wait_seconds", 0)
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT_SECONDS:
-        raise invalid("wait_seconds", f"must be a number from 0 to {MAX_WAIT_SECONDS}")
+    body = CLAIM_BODY.parse(read_body())
+    types, lease, limit, wait = body["types"], body["lease_seconds"], body["limit"], body["wait_seconds"]
     principal: Principal = g.principal
     jobs = queue().claim_wait(
         principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
@@ -97,10 +67,9 @@ def claim():
 @requires("worker")
 def complete(job_id: int):
     """Complete jobs."""
-    body = read_body()
-    check_fields(body, {"lease_token", "result"})
-    token = lease_token(body)
-    result_json = None if body.get("result") is None else document_within_limits(body["result"], "result")
+    body = COMPLETE_BODY.parse(read_body())
+    token = body["lease_token"]
+    result_json = None if body["result"] is None else body["result"].text
     job = queue().complete(job_id, g.principal.name, token, result_json)
     return json_response(job_json(job, g.principal))
 
@@ -109,10 +78,8 @@ def complete(job_id: int):
 @requires("worker")
 def heartbeat(job_id: int):
     """Extend leases."""
-    body = read_body()
-    check_fields(body, {"lease_token", "lease_seconds"})
-    token = lease_token(body)
-    lease = lease_seconds(body)
+    body = HEARTBEAT_BODY.parse(read_body())
+    token, lease = body["lease_token"], body["lease_seconds"]
     job = queue().heartbeat(job_id, g.principal.name, token, lease)
     return json_response(job_json(job, g.principal))
 
@@ -121,14 +88,7 @@ def heartbeat(job_id: int):
 @requires("worker")
 def fail(job_id: int):
     """Fail jobs."""
-    body = read_body()
-    check_fields(body, {"lease_token", "error", "retryable"})
-    token = lease_token(body)
-    error = body.get("error")
-    if not isinstance(error, str):
-        raise invalid("error", "is required and must be a string")
-    retryable = body.get("retryable", True)
-    if not isinstance(retryable, bool):
-        raise invalid("retryable", "must be true or false")
+    body = FAIL_BODY.parse(read_body())
+    token, error, retryable = body["lease_token"], body["error"], body["retryable"]
     job = queue().fail(job_id, g.principal.name, token, error, retryable=retryable)
     return json_response(job_json(job, g.principal))

@@ -1,0 +1,158 @@
+"""Every answer of the JSON API, declared once (README, "JSON API"): the views render them with
+``Shape.render`` and ``openapi.py`` serves them as ``/openapi.json``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import lru_cache
+
+from queuelog.api.fields import answer, array
+from queuelog.api.shapes import COMPONENTS, REF, Field, Shape
+from queuelog.models import PRIORITY_NAMES, STATUSES
+
+# -- jobs ---------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def rfc3339(value: datetime | None) -> str | None:
+    # Cached: a batch of jobs shares most of its timestamps (claimed, updated, lease expiry).
+    if value is None:
+        return None
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
+
+
+def _time(description: str | None = None) -> Field:
+    return answer({"type": ["string", "null"], "format": "date-time"}, description, rfc3339)
+
+
+def _priority_name(value: int) -> str:
+    return PRIORITY_NAMES.get(value, str(value))
+
+
+JOB_FIELDS: dict[str, Field] = {
+    "id": answer({"type": "integer"}),
+    "type": answer({"type": "string"}),
+    "payload": answer({"type": "object"}),
+    "priority": answer({"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name),
+    "status": answer({"type": "string", "enum": list(STATUSES)}),
+    "retry_count": answer({"type": "integer"}),
+    "max_retries": answer({"type": "integer"}),
+    "owner": answer({"type": "string"}),
+    "worker_id": answer({"type": ["string", "null"]}, "The worker holding it, or the last that did."),
+    "claimed_at": _time(),
+    "lease_expires_at": _time(),
+    "available_at": _time("When it may be claimed (next)."),
+    "created_at": _time(),
+    "updated_at": _time(),
+    "finished_at": _time(),
+    "result": answer({"type": ["object", "null"]}),
+    "idempotency_key": answer({"type": ["string", "null"]}, "Shown to its owner and admins only."),
+    "error": answer({"type": ["string", "null"]}, "The last error, redacted; shown to admins only."),
+    "lease_token": answer({"type": "string"}, "In claim answers only: send it back with every report."),
+}
+SHOWN_TO_SOME = frozenset({"idempotency_key", "error", "lease_token"})
+JOB = Shape(
+    "Job",
+    "A job as the caller may see it. Times are RFC 3339 UTC with Z.",
+    JOB_FIELDS,
+    required=tuple(k for k in JOB_FIELDS if k not in SHOWN_TO_SOME),
+    closed=False,
+)
+COMPONENTS["ClaimedJob"] = {
+    "description": "A claimed job, with the lease_token its reports must carry.",
+    "allOf": [{"$ref": REF + "Job"}, {"required": ["lease_token"]}],
+}
+CLAIMED_JOBS = Shape(
+    "ClaimedJobs",
+    "The answer to a claim that gave a limit: the jobs claimed, perhaps none.",
+    {"jobs": array(answer({"$ref": REF + "ClaimedJob"}))},
+    required=("jobs",),
+    closed=False,
+)
+JOB_LIST = Shape(
+    "JobList",
+    "A page of jobs, newest first.",
+    {
+        "jobs": array(JOB),
+        "next_cursor": answer({"type": ["string", "null"]}, "The cursor of the next page; null on the last."),
+    },
+    required=("jobs", "next_cursor"),
+    closed=False,
+)
+EVENT = Shape(
+    "Event",
+    "One change in a job's history.",
+    {
+        "id": answer({"type": "integer"}),
+        "event": answer({"type": "string"}),
+        "actor": answer({"type": "string"}, "Who made the change: a user, a worker, or system."),
+        "attempt": answer({"type": "integer"}),
+        "at": _time(),
+        "error": answer({"type": ["string", "null"]}, "Shown to admins only."),
+    },
+    required=("id", "event", "actor", "attempt", "at"),
+    closed=False,
+)
+EVENTS = Shape(
+    "Events", "A job's history, oldest first.", {"events": array(EVENT)}, required=("events",), closed=False
+)
+ITEM_ERROR = Shape(
+    "ItemError",
+    "Why one item of a batch completion was refused.",
+    {
+        "type": answer({"type": "string"}),
+        "status": answer({"type": "integer"}),
+        "detail": answer({"type": "string"}),
+    },
+    required=("type", "status", "detail"),
+    closed=False,
+)
+COMPLETE_RESULT = Shape(
+    "CompleteResult",
+    "The outcome of one item: the job (200), or the error (404, 409).",
+    {
+        "id": answer({"type": "integer"}),
+        "status": answer({"type": "integer", "enum": [200, 404, 409]}),
+        "job": JOB,
+        "error": ITEM_ERROR,
+    },
+    required=("id", "status"),
+    closed=False,
+)
+COMPLETE_RESULTS = Shape(
+    "CompleteResults",
+    "One result per item, in the order sent.",
+    {"results": array(COMPLETE_RESULT)},
+    required=("results",),
+    closed=False,
+)
+FIELD_ERROR = Shape(
+    "FieldError",
+    "One invalid input: its path (jobs[3].type, payload.lines[1], a header's name) and what is wrong.",
+    {"field": answer({"type": "string"}), "message": answer({"type": "string"})},
+    required=("field", "message"),
+    closed=False,
+)
+PROBLEM = Shape(
+    "Problem",
+    "RFC 9457 problem details.",
+    {
+        "type": answer({"type": "string"}, "/problems/<slug>, e.g. /problems/validation-failed."),
+        "title": answer({"type": "string"}),
+        "status": answer({"type": "integer"}),
+        "detail": answer({"type": "string"}),
+        "errors": array(FIELD_ERROR, "The invalid inputs (422 validation-failed)."),
+    },
+    required=("type", "title", "status", "detail"),
+    closed=False,
+)
+HEALTH = Shape(
+    "Health",
+    "Whether the database answers.",
+    {"status": answer({"type": "string", "enum": ["ok", "unavailable"]})},
+    required=("status",),
+    closed=False,
+)
+JOBS = Shape(
+    "Jobs", "The jobs of a batch, in the order sent.", {"jobs": array(JOB)}, required=("jobs",), closed=False
+)

@@ -1,0 +1,273 @@
+"""The parts the API's declarations (``schemas.py``) are made of.
+
+A ``Field`` is one JSON Schema together with what that schema cannot say: the 422 message for a value that
+breaks it, and a ``check`` for the rules no schema expresses (README, "JSON API", input rules). A ``Shape`` is
+a JSON object of named fields; a ``ListOf`` a JSON array of one field. From these come the request checks,
+the answers' rendering and ``/openapi.json`` (``openapi.py``).
+
+A request is judged by one compiled validator (jsonschema-rs) of its whole shape. Only a body that it
+refuses is walked field by field, in declared order, to name the first offending field: unknown fields
+first (all of them), then each field, then the rules between fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+import jsonschema_rs
+
+from queuelog.api.problems import ApiError, invalid
+
+REF = "#/components/schemas/"
+NO_DEFAULT = object()
+Message = str | Callable[[Any], str]
+
+COMPONENTS: dict[str, dict[str, Any]] = {}  # named schemas that others refer to with REF + name
+
+
+class Configured:
+    """A part of the served document taken from the configuration (``QUEUELOG_*``) at start-up: the value
+    of ``key``, or ``text`` with the configured values filled in (``str.format_map``)."""
+
+    def __init__(self, key: str | None = None, *, text: str | None = None):
+        self.key = key
+        self.text = text
+
+    def value(self, limits: Mapping[str, Any]) -> Any:
+        return limits[self.key] if self.key else self.text.format_map(limits)
+
+
+def fill(schema: Any, limits: Mapping[str, Any] | None) -> Any:
+    """``schema`` with its ``Configured`` parts filled in from ``limits``. With ``limits=None`` they are
+    left out, for the validators: descriptions and defaults never change what is valid."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if isinstance(value, Configured):
+                if limits is not None:
+                    out[key] = value.value(limits)
+            else:
+                out[key] = fill(value, limits)
+        return out
+    if isinstance(schema, list):
+        return [fill(item, limits) for item in schema]
+    return schema
+
+
+def compile_schema(schema: dict[str, Any]) -> jsonschema_rs.Validator:
+    """A compiled validator of ``schema``, which may refer to the named components."""
+    components = {name: fill(value, None) for name, value in COMPONENTS.items()}
+    root = {**fill(schema, None), "components": {"schemas": components}}
+    return jsonschema_rs.Draft202012Validator(root, validate_formats=False)
+
+
+def valid(validator: jsonschema_rs.Validator, value: Any) -> bool:
+    """Whether ``value`` passes. The validator holds text as UTF-8, which cannot carry a lone surrogate
+    (JSON's ``"\\ud800"``): such text is judged with U+FFFF in its place, which is just as unprintable."""
+    try:
+        return validator.is_valid(value)
+    except UnicodeEncodeError:
+        return validator.is_valid(_without_surrogates(value))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """A copy of ``value`` with U+FFFF for each lone surrogate, walked without recursion (any depth)."""
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        node = container[key]
+        if isinstance(node, str):
+            container[key] = _SURROGATE.sub("\uffff", node)
+        elif isinstance(node, list):
+            container[key] = node = list(node)
+            stack.extend((node, i) for i in range(len(node)))
+        elif isinstance(node, dict):
+            container[key] = node = {_SURROGATE.sub("\uffff", k): v for k, v in node.items()}
+            stack.extend((node, k) for k in node)
+    return root[0]
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+class Field:
+    """One value: its JSON Schema, its 422 message, its default, a check beyond the schema, its rendering."""
+
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        message: Message = "is invalid",
+        *,
+        missing: str = "is required",
+        default: Any = NO_DEFAULT,
+        check: Callable[[Any, str], Any] | None = None,
+        out: Callable[[Any], Any] | None = None,
+    ):
+        self.schema = schema
+        self.message = message
+        self.missing = missing
+        self.check = check
+        self.out = out
+        if default is not NO_DEFAULT:
+            schema["default"] = default
+        # A configured default (a lease's length) is applied by the queue layer: the request carries None.
+        self.default = None if default is NO_DEFAULT or isinstance(default, Configured) else default
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema
+
+    @cached_property
+    def validator(self) -> jsonschema_rs.Validator:
+        return compile_schema(self.json_schema())
+
+    def explain(self, value: Any, path: str) -> ApiError:
+        """The 422 for a value the schema refuses."""
+        message = self.message(value) if callable(self.message) else self.message
+        return invalid(path, message)
+
+    def finish(self, value: Any, path: str) -> Any:
+        """A valid value after the checks no schema expresses (``None`` is never checked)."""
+        return value if value is None or self.check is None else self.check(value, path)
+
+    def parse(self, value: Any, path: str = "") -> Any:
+        """``value`` checked against the declaration (a 422 naming the first offending field), then
+        finished: defaults filled in, the checks beyond the schema made, values converted."""
+        if not valid(self.validator, value):
+            raise self.explain(value, path)
+        return self.finish(value, path)
+
+
+class ListOf(Field):
+    """A JSON array of ``item``, with the one message for a value that is not such a list."""
+
+    def __init__(
+        self, item: Field, low: int, high: int, message: str, *, nullable: bool = False, description: str = ""
+    ):
+        schema = {"type": ["array", "null"] if nullable else "array", "minItems": low, "maxItems": high}
+        schema["items"] = item.json_schema()
+        if description:
+            schema["description"] = description
+        super().__init__(schema, message, missing=message)
+        self.item = item
+        self.low, self.high = low, high
+
+    def explain(self, value: Any, path: str) -> ApiError:
+        if isinstance(value, list) and self.low <= len(value) <= self.high:
+            for i, item in enumerate(value):
+                if not valid(self.item.validator, item):
+                    return self.item.explain(item, f"{path}[{i}]")
+        return super().explain(value, path)
+
+    def finish(self, value: Any, path: str) -> Any:
+        if value is None:
+            return None
+        return [self.item.finish(item, f"{path}[{i}]") for i, item in enumerate(value)]
+
+
+class Shape(Field):
+    """A JSON object of named fields (in the order the API checks them), registered as a component."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        fields: dict[str, Field],
+        *,
+        required: tuple[str, ...] = (),
+        exclusive: tuple[str, str, str] | None = None,
+        closed: bool = True,
+        message: str = "must be a JSON object",
+    ):
+        schema: dict[str, Any] = {"type": "object", "description": description}
+        if closed:
+            schema["additionalProperties"] = False
+        schema["properties"] = {key: field.json_schema() for key, field in fields.items()}
+        if required:
+            schema["required"] = list(required)
+        if exclusive:
+            schema["not"] = {"required": list(exclusive[:2])}
+        super().__init__(schema, message)
+        self.name = name
+        self.fields = fields
+        self.required = frozenset(required)
+        self.exclusive = exclusive
+        self.closed = closed
+        self.render_plan = tuple((key, field.out) for key, field in fields.items())
+        self.finish_plan = tuple(
+            (key, field, field.default, field.check is not None or isinstance(field, ListOf | Shape))
+            for key, field in fields.items()
+        )
+        COMPONENTS[name] = schema
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"$ref": REF + self.name}
+
+    def explain(self, value: Any, path: str) -> ApiError:
+        if not isinstance(value, dict):
+            return invalid(path or "body", self.message)
+        unknown = [key for key in value if key not in self.fields] if self.closed else []
+        if unknown:
+            errors = [{"field": join(path, key), "message": "unknown field"} for key in unknown]
+            detail = "unknown field(s): " + ", ".join(e["field"] for e in errors)
+            return ApiError(422, "validation-failed", detail, errors=errors)
+        for key, field in self.fields.items():
+            item = value.get(key)
+            if item is None and key in self.required:
+                return invalid(join(path, key), field.missing)
+            if key in value and not valid(field.validator, item):
+                return field.explain(item, join(path, key))
+        if self.exclusive and all(key in value for key in self.exclusive[:2]):
+            return invalid(join(path, self.exclusive[0]), self.exclusive[2])
+        return invalid(path or "body", "is invalid")  # the validator and this walk disagree: a bug
+
+    def finish(self, value: dict[str, Any], path: str) -> dict[str, Any]:
+        out = {}
+        for key, field, default, checked in self.finish_plan:
+            item = value.get(key, default)
+            if item is default and type(default) is dict:
+                item = dict(default)  # a fresh copy for each request, never the declaration's own
+            if checked and item is not None:
+                item = field.finish(item, f"{path}.{key}" if path else key)
+            out[key] = item
+        return out
+
+    def render(self, record: Mapping[str, Any], omit: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """An answer of this shape from a record (a row of the queue layer), as declared."""
+        return {
+            key: (record[key] if out is None else out(record[key]))
+            for key, out in self.render_plan
+            if key not in omit
+        }
+
+
+def printable_pattern() -> str:
+    """A regular expression (ECMA-262 and Python alike) that matches exactly the strings that
+    ``str.isprintable`` accepts, built from the running Python's Unicode tables (about 0.1 s, once per
+    process). Astral characters are written literally (JSON carries them; ``\\U`` escapes are Python's
+    alone) and matched by a second alternative, so that Python's ``re`` too takes the common case, one
+    class of BMP ranges, in a single table look-up per character."""
+    flags = bytes(map(str.isprintable, map(chr, range(0x110000))))
+    bmp = _ranges(flags, 0, 0xFFFF, 0)
+    astral = _ranges(flags, 0x10000, 0x10FFFF, 1)
+    return f"^(?:[^{bmp}{_char(0x10000)}-{_char(0x10FFFF)}]|[{astral}])*$"
+
+
+def _ranges(flags: bytes, low: int, high: int, wanted: int) -> str:
+    """A character class body for the code points in ``low..high`` whose flag is ``wanted``."""
+    parts = []
+    for run in re.finditer(b"\\x01+" if wanted else b"\\x00+", flags[low : high + 1]):
+        first, last = low + run.start(), low + run.end() - 1
+        parts.append(_char(first) if first == last else f"{_char(first)}-{_char(last)}")
+    return "".join(parts)
+
+
+def _char(cp: int) -> str:
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else chr(cp)
