@@ -13,7 +13,7 @@ from queuelog.api.base import (
     requires,
     visible_job,
 )
-from queuelog.api.problems import ApiError
+from queuelog.api.problems import ApiError, invalid
 from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
     batch_key,
