@@ -64,6 +64,15 @@ EXACT = [
     ("password%3Dhunter2", f"password%3D{R}"),
     ("q=%22password%22%3A%22hunter2%22", f"q=%22password%22%3A%22{R}%22"),
     ("password%3Dp%2Fss%40w0rd%20next", f"password%3D{R}%20next"),
+    # ...with %-encoded spaces around the separator: %20, or "+" in a form
+    ("?data=%7B%22password%22%3A%20%22pw%22%7D", f"?data=%7B%22password%22%3A%20%22{R}%22%7D"),
+    ("payload=%7B%22api_key%22%3A+%22k%22%7D", f"payload=%7B%22api_key%22%3A+%22{R}%22%7D"),
+    ("password+%3D+hunter2&next=1", f"password+%3D+{R}&next=1"),
+    # Unicode spaces (no-break, ideographic, thin) around separators
+    ("password:\u00a0x", f"password:\u00a0{R}"),
+    ("password\u00a0=\u00a0x next", f"password\u00a0=\u00a0{R} next"),
+    ("token:\u3000abc\u2009next", f"token:\u3000{R}\u2009next"),
+    ("Authorization: Bearer\u00a0abc", f"Authorization: Bearer\u00a0{R}"),
     # cookies, HTTP authentication
     ("Cookie: session=abc; other=def", f"Cookie: {R}"),
     ("Set-Cookie: sid=abc; Path=/; HttpOnly", f"Set-Cookie: {R}"),
@@ -88,6 +97,9 @@ EXACT = [
         f"Command '['mysqldump', '--password', '{R}']' failed",
     ),
     ("--api-key=abc", f"--api-key={R}"),
+    ('pg_dump --password "hunter2"', f'pg_dump --password "{R}"'),
+    ("pg_dump --password 'hunter 2' app", f"pg_dump --password '{R}' app"),
+    ("--password\u00a0x y", f"--password\u00a0{R} y"),
     # URL user info, with /, @ and : in the password
     ("connect postgres://user:p/ss@word@host/db failed", f"connect postgres://user:{R}@host/db failed"),
     ("redis://:s3cret@cache:6379/0", f"redis://:{R}@cache:6379/0"),
@@ -239,6 +251,7 @@ ADVERSARIAL = [
     *("a.", "password", "=", "-----BEGIN ", "-----BEGIN RSA PRIVATE KEY-----", "Ab0+/", "x:", "@"),
     *("https://", "a://b:", "eyJ", "eyJa.", "password=", "a_", "key ", "ql_", "sk-", "SG.", "AKIA"),
     *("ghp_", '"k": "', "Bearer ", "Token ", "%3D", "-", "--", "KeyError: "),
+    *("%22password%22%3A", "%3A%20", "+", "\u00a0", "password\u00a0"),
     "passwordpassword" + "x" * 60 + ":",
 ]
 # Text where nearly everything is a secret: every few characters a value to mask.
