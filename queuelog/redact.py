@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from queuelog.redact_keys import MASK, Span, flag_spans, key_value_spans, scheme_spans
+from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_value_spans, scheme_spans
 
 __all__ = ["MASK", "redact_error"]
 
@@ -129,5 +129,5 @@ def redact_error(text: str) -> str:
     """
     low = _ascii_lower(text)
     spans = _pem_spans(text) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)
-    spans += key_value_spans(text, low) + flag_spans(text, low)
+    spans += key_value_spans(text, low) + flag_spans(text, low) + element_spans(text, low)
     return _masked(text, spans)

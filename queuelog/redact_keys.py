@@ -104,6 +104,8 @@ _BARE_SCHEME = re.compile(
     + _CREDENTIALS,
     re.X,
 )
+# An XML element and its text, up to the next tag, which must close it (checked by element_spans).
+_ELEMENT = re.compile(r"""<(?P<tag>[a-z0-9_.:-]{1,64}+)(?:\s[^<>]{0,512}+)?+>(?P<text>[^<]++)</""")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -206,3 +208,26 @@ def scheme_spans(text: str) -> list[Span]:
         for found in _BARE_SCHEME.finditer(text)
         if not found.start() or text[found.start() - 1] not in _WORD_CHARS
     ]
+
+
+def element_spans(text: str, low: str) -> list[Span]:
+    """Text of XML elements named like secrets: ``<password>x</password>``, ``<wsse:Password>``.
+
+    ``<Key>`` alone is left: S3 errors name the object's key with it.
+    """
+    spans: list[Span] = []
+    for found in _ELEMENT.finditer(low):
+        tag = found.group("tag")
+        local = tag.rpartition(":")[2]
+        start, end = found.span("text")
+        if (
+            local == "key"
+            or low[start - 2] == "/"  # <password/> is empty: what follows is not its text
+            or not low.startswith(tag + ">", found.end())
+            or not _FAMILY.search(local)
+            or text.endswith(_EXCEPTION_SUFFIXES, found.end("tag") - len(local), found.end("tag"))
+            or text[start:end].isspace()
+        ):
+            continue
+        spans.append((start, end))
+    return spans

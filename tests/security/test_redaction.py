@@ -73,6 +73,15 @@ EXACT = [
     ("password\u00a0=\u00a0x next", f"password\u00a0=\u00a0{R} next"),
     ("token:\u3000abc\u2009next", f"token:\u3000{R}\u2009next"),
     ("Authorization: Bearer\u00a0abc", f"Authorization: Bearer\u00a0{R}"),
+    # XML elements named like secrets: their text up to the closing tag
+    ("<password>x</password>", f"<password>{R}</password>"),
+    ("<user>bob</user><secret>a b c</secret>", f"<user>bob</user><secret>{R}</secret>"),
+    ("<token>\n  t0k\n</token>", f"<token>{R}</token>"),
+    ("<SecretAccessKey>wJalr/K7MD</SecretAccessKey>", f"<SecretAccessKey>{R}</SecretAccessKey>"),
+    (
+        '<wsse:Password Type="#PasswordText">s3 cr3t</wsse:Password>',
+        f'<wsse:Password Type="#PasswordText">{R}</wsse:Password>',
+    ),
     # cookies, HTTP authentication
     ("Cookie: session=abc; other=def", f"Cookie: {R}"),
     ("Set-Cookie: sid=abc; Path=/; HttpOnly", f"Set-Cookie: {R}"),
@@ -183,6 +192,8 @@ KEPT = [
     "pk_live_abcdefghijklmnop1234 is a publishable key",
     "risk-assessment-report-2024-01-01-final task_test_abcdefghijkl",
     'empty: password="" and password=\nnext line',
+    "<Key>reports/2024.csv</Key><Message>The specified key does not exist.</Message>",
+    "<password/> <token></token> <password> </password>",
 ]
 
 # -- false positives accepted (see the README, Security): the value after a secret-looking name goes ------
@@ -251,11 +262,18 @@ ADVERSARIAL = [
     *("a.", "password", "=", "-----BEGIN ", "-----BEGIN RSA PRIVATE KEY-----", "Ab0+/", "x:", "@"),
     *("https://", "a://b:", "eyJ", "eyJa.", "password=", "a_", "key ", "ql_", "sk-", "SG.", "AKIA"),
     *("ghp_", '"k": "', "Bearer ", "Token ", "%3D", "-", "--", "KeyError: "),
-    *("%22password%22%3A", "%3A%20", "+", "\u00a0", "password\u00a0"),
+    *("<password>", "<a ", "<a:b c=", "%22password%22%3A", "%3A%20", "+", "\u00a0", "password\u00a0"),
     "passwordpassword" + "x" * 60 + ":",
 ]
 # Text where nearly everything is a secret: every few characters a value to mask.
-DENSE = ["key=a ", "pw=a&", '"password": "', "Cookie: a=b;", 'Authorization: Digest a=",']
+DENSE = [
+    "key=a ",
+    "pw=a&",
+    '"password": "',
+    "Cookie: a=b;",
+    'Authorization: Digest a=",',
+    "<pw>a</pw>",
+]
 _ABSENT = re.compile(r"[\x00-\x08]")  # never in these texts: one pass of `re` over every character
 
 
