@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from queuelog.redact_commands import client_spans
 from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_value_spans, scheme_spans
 
 __all__ = ["MASK", "redact_error"]
@@ -130,4 +131,5 @@ def redact_error(text: str) -> str:
     low = _ascii_lower(text)
     spans = _pem_spans(text) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)
     spans += key_value_spans(text, low) + flag_spans(text, low) + element_spans(text, low)
+    spans += client_spans(text)
     return _masked(text, spans)

@@ -109,7 +109,7 @@ _ELEMENT = re.compile(r"""<(?P<tag>[a-z0-9_.:-]{1,64}+)(?:\s[^<>]{0,512}+)?+>(?P
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-class _Lines:
+class Lines:
     """End of the line holding a position, remembered so that forward scans stay linear."""
 
     def __init__(self, text: str) -> None:
@@ -123,7 +123,7 @@ class _Lines:
         return self.stop
 
 
-def _close_quote(text: str, quote: str, start: int, stop: int) -> int:
+def close_quote(text: str, quote: str, start: int, stop: int) -> int:
     """Index of the quote closing a value opened by ``quote``, or ``stop`` if the line has none."""
     end = text.find(quote, start, stop)
     if quote in "\"'":  # a plain quote preceded by a backslash is escaped, not closing
@@ -132,14 +132,14 @@ def _close_quote(text: str, quote: str, start: int, stop: int) -> int:
     return stop if end < 0 else end
 
 
-def _value(text: str, pos: int, name: str, encoded: bool, lines: _Lines) -> Span:
+def _value(text: str, pos: int, name: str, encoded: bool, lines: Lines) -> Span:
     """The span of the value starting at ``pos`` for the key ``name`` (lowercase)."""
     if text.startswith(MASK, pos):
         return pos, pos
     quoted = _QUOTE.match(text, pos)
     if quoted:
         start = quoted.end()
-        return start, _close_quote(text, quoted.group(1), start, lines.end(start))
+        return start, close_quote(text, quoted.group(1), start, lines.end(start))
     first = text[pos : pos + 1]
     if first == "{":  # an object: its own keys are looked at one by one
         return pos, pos
@@ -161,7 +161,7 @@ def _value(text: str, pos: int, name: str, encoded: bool, lines: _Lines) -> Span
 def key_value_spans(text: str, low: str) -> list[Span]:
     """Values of keys named like secrets, in ``k=v``, ``k: v``, ``k => v``, JSON, reprs and URLs."""
     spans: list[Span] = []
-    lines = _Lines(text)
+    lines = Lines(text)
     done = 0  # end of the last value masked by _value(): keys inside it are part of it
     for key in _KEY.finditer(low):
         name_start, name_end = key.span("name")
@@ -183,7 +183,7 @@ def flag_spans(text: str, low: str) -> list[Span]:
     """Values of command-line flags named like secrets: ``--password x``, ``--password "x y"``, and in a
     list repr ``['--password', 'x']``."""
     spans: list[Span] = []
-    lines = _Lines(text)
+    lines = Lines(text)
     pos = 0
     while flag := _FLAG.search(low, pos):
         pos = flag.end()
@@ -192,7 +192,7 @@ def flag_spans(text: str, low: str) -> list[Span]:
         quoted = _QUOTE.match(text, pos)  # always, in a list repr; maybe, after a space
         if quoted:
             start = quoted.end()
-            end = _close_quote(text, quoted.group(1), start, lines.end(start))
+            end = close_quote(text, quoted.group(1), start, lines.end(start))
         else:
             start, end = pos, _PLAIN_VALUE.match(text, pos).end()
         if end > start:

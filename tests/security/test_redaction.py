@@ -109,6 +109,22 @@ EXACT = [
     ('pg_dump --password "hunter2"', f'pg_dump --password "{R}"'),
     ("pg_dump --password 'hunter 2' app", f"pg_dump --password '{R}' app"),
     ("--password\u00a0x y", f"--password\u00a0{R} y"),
+    ("mysql -pPW", f"mysql -p{R}"),
+    ("mysqldump -u root -h db -phunter2 app", f"mysqldump -u root -h db -p{R} app"),
+    ("mariadb -p'a b' -e 'select 1'", f"mariadb -p'{R}' -e 'select 1'"),
+    (
+        "Command '['mysqldump', '-u', 'root', '-phunter2', 'app']' returned non-zero exit status 2.",
+        f"Command '['mysqldump', '-u', 'root', '-p{R}', 'app']' returned non-zero exit status 2.",
+    ),
+    ("sshpass -p PW ssh user@host", f"sshpass -p {R} ssh user@host"),
+    ("sshpass -p 'a b' ssh host", f"sshpass -p '{R}' ssh host"),
+    ("['sshpass', '-p', 'PW', 'ssh', 'host']", f"['sshpass', '-p', '{R}', 'ssh', 'host']"),
+    ("curl -u user:pw https://example.com", f"curl -u user:{R} https://example.com"),
+    ("curl -s --user bob:p@ss -X POST", f"curl -s --user bob:{R} -X POST"),
+    (
+        "curl --user-agent x --user=bob:pw -U 'px:p q' url",
+        f"curl --user-agent x --user=bob:{R} -U 'px:{R}' url",
+    ),
     # URL user info, with /, @ and : in the password
     ("connect postgres://user:p/ss@word@host/db failed", f"connect postgres://user:{R}@host/db failed"),
     ("redis://:s3cret@cache:6379/0", f"redis://:{R}@cache:6379/0"),
@@ -194,6 +210,10 @@ KEPT = [
     'empty: password="" and password=\nnext line',
     "<Key>reports/2024.csv</Key><Message>The specified key does not exist.</Message>",
     "<password/> <token></token> <password> </password>",
+    "mysql -p app",
+    "mysql: [Warning] Using a password on the command line interface can be insecure.",
+    "ssh -p 2222 host; scp -pr a b",
+    "curl -u bob https://example.com",
 ]
 
 # -- false positives accepted (see the README, Security): the value after a secret-looking name goes ------
@@ -263,6 +283,7 @@ ADVERSARIAL = [
     *("https://", "a://b:", "eyJ", "eyJa.", "password=", "a_", "key ", "ql_", "sk-", "SG.", "AKIA"),
     *("ghp_", '"k": "', "Bearer ", "Token ", "%3D", "-", "--", "KeyError: "),
     *("<password>", "<a ", "<a:b c=", "%22password%22%3A", "%3A%20", "+", "\u00a0", "password\u00a0"),
+    *("mysql ", "mysql a ", "mysql -u ", "'mysql', '", "curl a:b "),
     "passwordpassword" + "x" * 60 + ":",
 ]
 # Text where nearly everything is a secret: every few characters a value to mask.
@@ -273,6 +294,9 @@ DENSE = [
     "Cookie: a=b;",
     'Authorization: Digest a=",',
     "<pw>a</pw>",
+    "mysql -pa ",
+    "sshpass -p ",
+    "curl -u ",
 ]
 _ABSENT = re.compile(r"[\x00-\x08]")  # never in these texts: one pass of `re` over every character
 
@@ -309,9 +333,10 @@ def test_text_full_of_secrets_costs_a_bounded_amount_per_secret(seed):
     assert _ratio_to_one_pass(_repeat(seed, SIZE // 4)) < 200
 
 
-@pytest.mark.parametrize("seed", ["pw=a&", "password", "a."])
+@pytest.mark.parametrize("seed", ["pw=a&", "password", "a.", "sshpass -p "])
 def test_doubling_the_text_doubles_the_time(seed):
-    # "pw=a&" is the slowest text per character (a secret every 5), "password" the slowest without one.
+    # "pw=a&" is the slowest text per character (a secret every 5), "password" the slowest without one;
+    # in "sshpass -p " each value is the next client's name, and the option is looked for again after it.
     half = _cpu_seconds(lambda: redact_error(_repeat(seed, SIZE // 8)), 3)
     full = _cpu_seconds(lambda: redact_error(_repeat(seed, SIZE // 4)), 3)
     assert full < 3 * half  # quadratic time would be 4x
