@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from queuelog.redact_keys import MASK, Span, flag_spans, key_value_spans, scheme_spans
+from queuelog.redact_commands import client_spans
+from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_value_spans, scheme_spans
 
 __all__ = ["MASK", "redact_error"]
 
@@ -30,7 +31,9 @@ _SHAPES = re.compile(
     |github_pat_[A-Za-z0-9_]{20,}+
     |glpat-[A-Za-z0-9_-]{20,}+                                     # GitLab
     |xox[abprs]-(?<![A-Za-z0-9]xox.-)[A-Za-z0-9-]{10,}+            # Slack token
-    |https://hooks\.slack\.com/services/(?P<hook>[A-Za-z0-9/_-]++)  # Slack webhook: the path goes
+    |https://(?:hooks\.slack\.com/services/(?P<hook>[A-Za-z0-9/_-]++)  # Slack webhook: the path goes
+     |(?:ptb\.|canary\.)?discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{1,32}+/
+      (?P<discord>[A-Za-z0-9_-]++))                                # Discord webhook: the id stays
     |sk_(?<![A-Za-z0-9_]sk_)(?:live|test)_[A-Za-z0-9]{10,}+        # Stripe secret key
     |rk_(?<![A-Za-z0-9_]rk_)(?:live|test)_[A-Za-z0-9]{10,}+        # Stripe restricted key
     |whsec_[A-Za-z0-9]{16,}+                                       # Stripe webhook secret
@@ -38,6 +41,10 @@ _SHAPES = re.compile(
     |GOCSPX-[A-Za-z0-9_-]{20,}+|ya29\.[A-Za-z0-9_-]{20,}+          # Google OAuth secret, token
     |sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{20,}+                   # OpenAI, Anthropic
     |SG\.(?<![A-Za-z0-9_-]SG\.)[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+  # SendGrid
+    |npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])       # npm
+    |hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}+                      # Hugging Face
+    |pypi-(?<![A-Za-z0-9_-]pypi-)[A-Za-z0-9_-]{50,}+               # PyPI
+    |:(?<=[0-9]:)(?P<telegram>AA[A-Za-z0-9_-]{32,33}+)(?![A-Za-z0-9_-])  # Telegram bot: the id stays
     """,
     re.X,
 )
@@ -93,8 +100,8 @@ def _url_spans(text: str) -> list[Span]:
 
 
 def _shape_spans(text: str) -> list[Span]:
-    """Tokens recognisable by their shape alone (see ``_SHAPES``)."""
-    return [found.span("hook" if found.group("hook") else 0) for found in _SHAPES.finditer(text)]
+    """Tokens recognisable by their shape alone (see ``_SHAPES``); where a group is named, only it."""
+    return [found.span(found.lastgroup or 0) for found in _SHAPES.finditer(text)]
 
 
 def _ascii_lower(text: str) -> str:
@@ -129,5 +136,6 @@ def redact_error(text: str) -> str:
     """
     low = _ascii_lower(text)
     spans = _pem_spans(text) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)
-    spans += key_value_spans(text, low) + flag_spans(text, low)
+    spans += key_value_spans(text, low) + flag_spans(text, low) + element_spans(text, low)
+    spans += client_spans(text)
     return _masked(text, spans)

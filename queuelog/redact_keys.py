@@ -31,21 +31,26 @@ _FAMILY_WORDS = r"""
 """
 _FAMILY = re.compile(_FAMILY_WORDS, re.X)
 
+# Spaces around separators: tab, space and the other Unicode space separators (no-break space, the
+# en/em/thin spaces, ideographic space...).
+_SP = r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]"
+
 # HTTP authentication schemes; a value starting with one of them and a space is "scheme credentials".
 _SCHEMES = r"bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual|aws4-hmac-sha256|key"
 
 # A key: a family word, the rest of its name (at most 64 characters), an optional closing quote (plain,
-# backslash-escaped or %-encoded) or "]", then a separator ("==" and "::" are not). The groups "plain",
+# backslash-escaped or %-encoded) or "]", then a separator ("==" and "::" are not); around a %-encoded
+# separator, spaces may be %-encoded too (%20, %09, or "+" in a form). The groups "plain",
 # "dquoted" and "squoted" are a quick path for the common values (unquoted, or quoted with no backslash)
 # after a plain separator; anything else goes through _value().
+_ENC_SP = rf"(?:{_SP}|%20|%09|\+)"
 _KEY = re.compile(
     rf"""
     (?P<name>(?:{_FAMILY_WORDS})[a-z0-9_.-]{{0,64}}+)
     (?:\\?["']|%2[27])?\]?
-    [ \t]{{0,32}}+
-    (?:(?P<encoded>%3[ad])[ \t]{{0,32}}+
-      |(?:=>|=(?!=)|:(?!:))[ \t]{{0,32}}+(?P<value>)
-       (?:(?!(?:{_SCHEMES})[ \t])(?P<plain>[^\s&,;)\]}}>"'<\[({{][^\s&,;)\]}}>"'<]*+)(?!["'])
+    (?:{_ENC_SP}{{0,32}}+(?P<encoded>%3[ad]){_ENC_SP}{{0,32}}+
+      |{_SP}{{0,32}}+(?:=>|=(?!=)|:(?!:)){_SP}{{0,32}}+(?P<value>)
+       (?:(?!(?:{_SCHEMES}){_SP})(?P<plain>[^\s&,;)\]}}>"'<\[({{][^\s&,;)\]}}>"'<]*+)(?!["'])
          |"(?P<dquoted>[^"\\\n]*+)"|'(?P<squoted>[^'\\\n]*+)')?)
     """,
     re.X,
@@ -72,8 +77,8 @@ _EXCEPTION_SUFFIXES = (
 
 # A command-line flag with its value after a space, or in a list repr: --password x, '--password', 'x'.
 _FLAG = re.compile(
-    r"""--(?<![^\s"'\[(,]--)(?!-)(?P<name>[a-z0-9_.-]{1,64}+)
-    (?:[ \t]++|(?P<q>["'])[ \t]*+,[ \t]*+(?=["']))""",
+    rf"""--(?<![^\s"'\[(,]--)(?!-)(?P<name>[a-z0-9_.-]{{1,64}}+)
+    (?:{_SP}++|(?P<q>["']){_SP}*+,{_SP}*+(?=["']))""",
     re.X,
 )
 
@@ -90,19 +95,21 @@ _CREDENTIALS = r"""
     (?P<cred>[\w-]{1,64}+=(?:"[^"\n]*+"|[^\s,"]*+)(?:,[ \t]*+[\w-]{1,64}+=(?:"[^"\n]*+"|[^\s,"]*+))*+
     |[^\s"'<>,;]++)
 """
-_SCHEME = re.compile(rf"(?i:{_SCHEMES})[ \t]++" + _CREDENTIALS, re.X)
+_SCHEME = re.compile(rf"(?i:{_SCHEMES}){_SP}++" + _CREDENTIALS, re.X)
 # Outside a header, only these spellings count, not inside a longer word, and a single token must be
 # 8 characters or more and not a plain word ("Token authentication failed" stays).
 _BARE_SCHEME = re.compile(
-    r"""(?:Bearer|bearer|BEARER|Digest|ApiKey|Basic|Token)
-    [ \t]++(?=[^\s"'<>,;=]*+=|[^\s"'<>,;]{8})(?![A-Za-z][a-z]*+(?![^\s"'<>,;]))"""
+    rf"""(?:Bearer|bearer|BEARER|Digest|ApiKey|Basic|Token)
+    {_SP}++(?=[^\s"'<>,;=]*+=|[^\s"'<>,;]{{8}})(?![A-Za-z][a-z]*+(?![^\s"'<>,;]))"""
     + _CREDENTIALS,
     re.X,
 )
+# An XML element and its text, up to the next tag, which must close it (checked by element_spans).
+_ELEMENT = re.compile(r"""<(?P<tag>[a-z0-9_.:-]{1,64}+)(?:\s[^<>]{0,512}+)?+>(?P<text>[^<]++)</""")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-class _Lines:
+class Lines:
     """End of the line holding a position, remembered so that forward scans stay linear."""
 
     def __init__(self, text: str) -> None:
@@ -116,7 +123,7 @@ class _Lines:
         return self.stop
 
 
-def _close_quote(text: str, quote: str, start: int, stop: int) -> int:
+def close_quote(text: str, quote: str, start: int, stop: int) -> int:
     """Index of the quote closing a value opened by ``quote``, or ``stop`` if the line has none."""
     end = text.find(quote, start, stop)
     if quote in "\"'":  # a plain quote preceded by a backslash is escaped, not closing
@@ -125,14 +132,14 @@ def _close_quote(text: str, quote: str, start: int, stop: int) -> int:
     return stop if end < 0 else end
 
 
-def _value(text: str, pos: int, name: str, encoded: bool, lines: _Lines) -> Span:
+def _value(text: str, pos: int, name: str, encoded: bool, lines: Lines) -> Span:
     """The span of the value starting at ``pos`` for the key ``name`` (lowercase)."""
     if text.startswith(MASK, pos):
         return pos, pos
     quoted = _QUOTE.match(text, pos)
     if quoted:
         start = quoted.end()
-        return start, _close_quote(text, quoted.group(1), start, lines.end(start))
+        return start, close_quote(text, quoted.group(1), start, lines.end(start))
     first = text[pos : pos + 1]
     if first == "{":  # an object: its own keys are looked at one by one
         return pos, pos
@@ -154,7 +161,7 @@ def _value(text: str, pos: int, name: str, encoded: bool, lines: _Lines) -> Span
 def key_value_spans(text: str, low: str) -> list[Span]:
     """Values of keys named like secrets, in ``k=v``, ``k: v``, ``k => v``, JSON, reprs and URLs."""
     spans: list[Span] = []
-    lines = _Lines(text)
+    lines = Lines(text)
     done = 0  # end of the last value masked by _value(): keys inside it are part of it
     for key in _KEY.finditer(low):
         name_start, name_end = key.span("name")
@@ -173,18 +180,19 @@ def key_value_spans(text: str, low: str) -> list[Span]:
 
 
 def flag_spans(text: str, low: str) -> list[Span]:
-    """Values of command-line flags named like secrets: ``--password x``, ``['--password', 'x']``."""
+    """Values of command-line flags named like secrets: ``--password x``, ``--password "x y"``, and in a
+    list repr ``['--password', 'x']``."""
     spans: list[Span] = []
-    lines = _Lines(text)
+    lines = Lines(text)
     pos = 0
     while flag := _FLAG.search(low, pos):
         pos = flag.end()
         if not _FAMILY.search(flag.group("name")) or text.startswith(("-", MASK), pos):
             continue
-        if flag.group("q"):
-            quoted = _QUOTE.match(text, pos)
-            start = quoted.end() if quoted else pos
-            end = _close_quote(text, quoted.group(1), start, lines.end(start)) if quoted else pos
+        quoted = _QUOTE.match(text, pos)  # always, in a list repr; maybe, after a space
+        if quoted:
+            start = quoted.end()
+            end = close_quote(text, quoted.group(1), start, lines.end(start))
         else:
             start, end = pos, _PLAIN_VALUE.match(text, pos).end()
         if end > start:
@@ -200,3 +208,26 @@ def scheme_spans(text: str) -> list[Span]:
         for found in _BARE_SCHEME.finditer(text)
         if not found.start() or text[found.start() - 1] not in _WORD_CHARS
     ]
+
+
+def element_spans(text: str, low: str) -> list[Span]:
+    """Text of XML elements named like secrets: ``<password>x</password>``, ``<wsse:Password>``.
+
+    ``<Key>`` alone is left: S3 errors name the object's key with it.
+    """
+    spans: list[Span] = []
+    for found in _ELEMENT.finditer(low):
+        tag = found.group("tag")
+        local = tag.rpartition(":")[2]
+        start, end = found.span("text")
+        if (
+            local == "key"
+            or low[start - 2] == "/"  # <password/> is empty: what follows is not its text
+            or not low.startswith(tag + ">", found.end())
+            or not _FAMILY.search(local)
+            or text.endswith(_EXCEPTION_SUFFIXES, found.end("tag") - len(local), found.end("tag"))
+            or text[start:end].isspace()
+        ):
+            continue
+        spans.append((start, end))
+    return spans
