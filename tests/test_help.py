@@ -55,3 +55,24 @@ def test_worker_help_states_every_default_and_the_log_levels():
     assert "(default: 10)" in entries["--wait-seconds"]
     log_level = entries["--log-level"]
     assert "{DEBUG,INFO,WARNING,ERROR}" in log_level and "(default: INFO)" in log_level
+
+
+def test_an_unknown_handler_module_is_one_line_not_a_traceback():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "queuelog.worker.cli",
+            "--url",
+            "http://127.0.0.1:9",
+            "--handlers",
+            "no_such_mod",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"QUEUELOG_WORKER_KEY": "ql_x", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "queuelog-worker: no module named 'no_such_mod' (is it on PYTHONPATH?)"

@@ -33,7 +33,14 @@ EPILOG = (
 def load_handlers(module_name: str) -> dict[str, Callable[..., Any]]:
     """The module's functions marked with @handles(type), plus any HANDLERS = {type: function}."""
     sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):  # the module itself, not one it imports
+            raise SystemExit(
+                f"queuelog-worker: no module named {module_name!r} (is it on PYTHONPATH?)"
+            ) from None
+        raise
     handlers = dict(getattr(module, "HANDLERS", {}))
     for value in vars(module).values():
         job_type = getattr(value, "__queuelog_type__", None)
