@@ -1,6 +1,6 @@
 """The JSON API's blueprint and what its views share: errors, who is calling, and how a job is shown.
 
-The views are thin adapters (SPEC §3): they parse input, check the caller and call the queue layer;
+The views are thin adapters: they parse input, check the caller and call the queue layer;
 ``jobs.py`` has the producers' and admins' endpoints, ``workers.py`` the workers', ``operations.py`` the rest.
 """
 
@@ -16,6 +16,7 @@ from sqlalchemy.exc import OperationalError
 from queuelog.api.problems import ApiError
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
+from queuelog.engines import JobRecord
 from queuelog.models import PRIORITY_NAMES
 from queuelog.queue import Queue, QueueError
 
@@ -117,30 +118,30 @@ def rfc3339(value) -> str | None:
     return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
 
 
-def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
+def job_json(job: JobRecord, principal: Principal) -> dict[str, Any]:
     """A job as the caller may see it: idempotency keys for owners and admins, error text for admins."""
     out = {
-        "id": job["id"],
-        "type": job["type"],
-        "payload": job["payload"],
-        "priority": PRIORITY_NAMES.get(job["priority"], str(job["priority"])),
-        "status": job["status"],
-        "retry_count": job["retry_count"],
-        "max_retries": job["max_retries"],
-        "owner": job["owner"],
-        "worker_id": job["worker_id"],
-        "claimed_at": rfc3339(job["claimed_at"]),
-        "lease_expires_at": rfc3339(job["lease_expires_at"]),
-        "available_at": rfc3339(job["available_at"]),
-        "created_at": rfc3339(job["created_at"]),
-        "updated_at": rfc3339(job["updated_at"]),
-        "finished_at": rfc3339(job["finished_at"]),
-        "result": job["result"],
+        "id": job.id,
+        "type": job.type,
+        "payload": job.payload,
+        "priority": PRIORITY_NAMES.get(job.priority, str(job.priority)),
+        "status": job.status,
+        "retry_count": job.retry_count,
+        "max_retries": job.max_retries,
+        "owner": job.owner,
+        "worker_id": job.worker_id,
+        "claimed_at": rfc3339(job.claimed_at),
+        "lease_expires_at": rfc3339(job.lease_expires_at),
+        "available_at": rfc3339(job.available_at),
+        "created_at": rfc3339(job.created_at),
+        "updated_at": rfc3339(job.updated_at),
+        "finished_at": rfc3339(job.finished_at),
+        "result": job.result,
     }
-    if principal.is_admin or (principal.kind == "user" and principal.name == job["owner"]):
-        out["idempotency_key"] = job["idempotency_key"]
+    if principal.is_admin or (principal.kind == "user" and principal.name == job.owner):
+        out["idempotency_key"] = job.idempotency_key
     if principal.is_admin:
-        out["error"] = job["error"]
+        out["error"] = job.error
     return out
 
 
@@ -151,11 +152,11 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return response
 
 
-def visible_job(job: dict[str, Any] | None, principal: Principal, job_id: int) -> dict[str, Any]:
+def visible_job(job: JobRecord | None, principal: Principal, job_id: int) -> JobRecord:
     """The job if the caller may see it; 404 otherwise, so that others' jobs don't reveal themselves."""
     if job is not None:
-        if principal.is_admin or (principal.kind == "user" and job["owner"] == principal.name):
+        if principal.is_admin or (principal.kind == "user" and job.owner == principal.name):
             return job
-        if principal.is_worker and job["status"] == "running" and job["worker_id"] == principal.name:
+        if principal.is_worker and job.status == "running" and job.worker_id == principal.name:
             return job
     raise ApiError(404, "not-found", f"job {job_id} does not exist")

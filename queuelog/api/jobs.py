@@ -46,7 +46,7 @@ def enqueue():
     principal: Principal = g.principal
     _check_ceiling(spec.priority, principal)
     job, created = queue().enqueue(principal.name, spec)
-    location = {"Location": url_for("api.get_job", job_id=job["id"])}
+    location = {"Location": url_for("api.get_job", job_id=job.id)}
     return json_response(job_json(job, principal), 201 if created else 200, location)
 
 
@@ -93,7 +93,7 @@ def list_jobs():
     before = decode_cursor(args["cursor"]) if "cursor" in args else None
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
-    next_cursor = encode_cursor(jobs[limit - 1]["id"]) if len(jobs) > limit else None
+    next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
     return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
 
 
@@ -129,10 +129,10 @@ def job_events(job_id: int):
     visible_job(queue().get(job_id), principal, job_id)
     events = []
     for event in queue().events(job_id):
-        item = {k: event[k] for k in ("id", "event", "actor", "attempt")}
-        item["at"] = rfc3339(event["at"])
+        item = {"id": event.id, "event": event.event, "actor": event.actor, "attempt": event.attempt}
+        item["at"] = rfc3339(event.at)
         if principal.is_admin:
-            item["error"] = event["error"]
+            item["error"] = event.error
         events.append(item)
     return json_response({"events": events})
 

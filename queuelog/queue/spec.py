@@ -11,6 +11,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from queuelog.engines.base import Backoff
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -52,8 +54,6 @@ def backoff_seconds(
 
     ``d = min(cap, base * 2 ** (retry_count - 1))``, then "equal jitter": half of ``d`` plus a random part
     of the other half, so retries spread out but never come sooner than ``d / 2``. ``base = 0`` retries at once.
+    The engines receive the same parameters as a ``Backoff``.
     """
-    if base <= 0:
-        return 0.0
-    delay = min(cap, base * 2 ** max(0, retry_count - 1))
-    return delay / 2 + rand() * delay / 2
+    return Backoff(base, cap, rand).seconds(retry_count)

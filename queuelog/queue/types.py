@@ -15,6 +15,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
 from sqlalchemy import select
 
+from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import JobType, utcnow
 from queuelog.queue.errors import JobValidationError
@@ -106,6 +107,7 @@ class JobTypeRules:
 
     def __init__(self, db: Database, ttl: float = 2.0):
         self.db = db
+        self.engine = engine_for(db)
         self.ttl = ttl
         self._cache: tuple[float, dict[str, tuple[bool, str | None]]] | None = None
 
@@ -116,14 +118,7 @@ class JobTypeRules:
         now = time.monotonic()
         if self._cache is not None and now - self._cache[0] < self.ttl:
             return self._cache[1]
-        with self.db.cursor() as cur:
-            cur.execute("SELECT name, enabled, payload_schema FROM job_types")
-            rows = cur.fetchall()
-        out = {}
-        for name, enabled, schema in rows:
-            if schema is not None and not isinstance(schema, str):
-                schema = json.dumps(schema, sort_keys=True)  # jsonb arrives parsed
-            out[name] = (bool(enabled), None if schema in (None, "null") else schema)
+        out = {row.name: (row.enabled, row.payload_schema) for row in self.engine.job_types()}
         self._cache = (now, out)
         return out
 
