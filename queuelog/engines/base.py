@@ -1,24 +1,37 @@
-"""The one interface between the queue layer and a database: ``QueueEngine``, and the records it speaks in.
+"""The one interface between the queue layer and a database: ``QueueEngine``, with the job and event
+records it speaks in (the others are in records.py).
 
 ``Queue`` (queuelog/queue/core.py) holds the policy: which types may be enqueued, backoff parameters,
 metrics, long-poll wake-ups, and the exceptions the faces see. An engine holds everything that depends on
 the database: its SQL, how parameters are bound, how rows are decoded. There is one engine per database
 (``sqlite.py``, ``postgres.py``), side by side with the same method names; ``engine_for`` picks it once.
 
-Every operation is whole: one call is one transaction (or one self-contained statement) that leaves the
-database consistent, with a ``job_events`` row for every transition it made (README, How it behaves).
+Every operation is whole: a call leaves the database consistent, and each of its transactions (one, but
+for ``prune``'s batches) writes a ``job_events`` row for every transition it made (README, How it behaves).
 A guarded transition that matched nothing returns ``Unchanged`` with the job as it is, so that the queue
 layer can tell "no such job" from "not in that state" without a second round trip of its own.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from queuelog.engines.rows import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
+from queuelog.engines.records import (
+    Backoff,
+    Claimed,
+    CountRow,
+    FailureRow,
+    JobTypeRow,
+    KeyRow,
+    NewJob,
+    ThroughputRow,
+    Unchanged,
+)
+
+if TYPE_CHECKING:
+    from queuelog.models import JobType
 
 
 class JobRecord(NamedTuple):
@@ -68,60 +81,6 @@ class EventRecord(NamedTuple):
 
     def __getitem__(self, name: str) -> Any:  # type: ignore[override]
         return getattr(self, name)
-
-
-class NewJob(NamedTuple):
-    """A job to insert, already checked by the queue layer. ``fingerprint`` is compared when
-    ``idempotency_key`` already names a job of the same owner (None without a key)."""
-
-    type: str
-    payload_json: str
-    priority: int
-    max_retries: int
-    idempotency_key: str | None
-    fingerprint: str | None
-    available_at: datetime
-
-
-class Unchanged(NamedTuple):
-    """A guarded transition whose guard matched nothing, so nothing changed. ``job`` is the job as it is
-    now, None when there is no such job."""
-
-    job: JobRecord | None
-
-
-class Claimed(NamedTuple):
-    """What a claim did: the jobs it leased, in claim order, and the jobs whose expired leases it settled
-    (as they are after settling: pending again, or failed when out of retries)."""
-
-    jobs: list[JobRecord]
-    expired: list[JobRecord]
-
-
-class Backoff(NamedTuple):
-    """How long a failed attempt waits before the next (README, Retry backoff): for retry number n,
-    ``d = min(cap, base * 2^(n-1))``, then ``d/2 + jitter * d/2`` with ``jitter`` from ``rand`` in [0, 1].
-    A base of 0 retries at once. Engines that compute it in SQL use the same formula."""
-
-    base: float
-    cap: float
-    rand: Callable[[], float] = random.random
-
-    def seconds(self, retry: int) -> float:
-        if self.base <= 0:
-            return 0.0
-        delay = min(self.cap, self.base * 2 ** max(0, retry - 1))
-        return delay / 2 + self.rand() * delay / 2
-
-
-class KeyConflict(Exception):
-    """``insert``: the idempotency key of ``jobs[index]`` already names ``job``, made with other
-    parameters. The whole insert was rolled back."""
-
-    def __init__(self, index: int, job: JobRecord):
-        super().__init__(f"jobs[{index}]: idempotency key already used by job {job.id}")
-        self.index = index
-        self.job = job
 
 
 class QueueEngine(Protocol):
@@ -259,6 +218,24 @@ class QueueEngine(Protocol):
 
     def api_key(self, digest: str) -> KeyRow | None:
         """The unrevoked key whose SHA-256 hex digest is ``digest``, or None."""
+        ...
+
+    # -- the allowlist's management (admins, the command line; job_types.py) -------------------------
+
+    def all_job_types(self) -> list[JobType]:
+        """Every job type, by name."""
+        ...
+
+    def add_job_type(self, name: str, description: str, schema: dict[str, Any] | None) -> JobType:
+        """Add an enabled, unpaused type. A taken name raises SQLAlchemy's ``IntegrityError``."""
+        ...
+
+    def update_job_type(self, name: str, changes: dict[str, Any]) -> JobType | None:
+        """Set the given attributes of type ``name``; None when there is no such type."""
+        ...
+
+    def seed_job_types(self, names: list[str]) -> bool:
+        """Add ``names`` when there are no job types at all; False when there were some already."""
         ...
 
 

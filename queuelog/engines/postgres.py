@@ -17,7 +17,8 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from queuelog.db import Database, DatabaseUnavailable
-from queuelog.engines.base import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.base import JobRecord, claim_order
+from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.postgres_reads import PostgresReads
 from queuelog.engines.postgres_sql import (
     BY_KEY,
@@ -41,6 +42,7 @@ from queuelog.engines.postgres_sql import (
     bind_json,
     decode_job,
 )
+from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,7 +66,7 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(PostgresReads):
+class PostgresEngine(PostgresReads, OrmJobTypes):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"

@@ -27,7 +27,7 @@ from queuelog.engines.postgres_sql import (
     list_statement,
     schema_text,
 )
-from queuelog.engines.rows import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
+from queuelog.engines.records import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
 
 
 def _utc(value: datetime | None) -> datetime | None:

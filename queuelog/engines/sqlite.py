@@ -15,7 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.db import Database
-from queuelog.engines.base import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.base import JobRecord, claim_order
+from queuelog.engines.job_types import OrmJobTypes
+from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 from queuelog.engines.sqlite_reads import SQLiteReads
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
@@ -58,7 +60,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(SQLiteReads):
+class SQLiteEngine(SQLiteReads, OrmJobTypes):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"

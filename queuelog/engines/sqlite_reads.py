@@ -12,7 +12,7 @@ from typing import Any
 
 from queuelog.db import Database
 from queuelog.engines.base import EventRecord, JobRecord
-from queuelog.engines.rows import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
+from queuelog.engines.records import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
 from queuelog.engines.sqlite_sql import (
     API_KEY,
     COUNTS,

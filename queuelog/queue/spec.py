@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from queuelog.engines.base import Backoff
+from queuelog.engines.records import Backoff
 
 
 @dataclass(frozen=True)

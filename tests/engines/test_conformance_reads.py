@@ -7,6 +7,9 @@ import json
 import random
 from datetime import timedelta, timezone
 
+import pytest
+from sqlalchemy.exc import IntegrityError
+
 from queuelog.auth import create_key, create_user, hash_key, revoke_key
 from queuelog.engines import Backoff
 from tests.engines.conftest import NOW, count_jobs, later, new, set_type
@@ -176,6 +179,27 @@ def test_job_types_rows_carry_flags_and_the_schema_as_json_text(db, engine):
     assert (rows["pdf"].enabled, rows["pdf"].paused, rows["email"].paused) == (True, True, False)
     assert json.loads(rows["pdf"].payload_schema) == {"type": "object", "required": ["b", "a"]}
     assert rows["email"].payload_schema is None
+
+
+def test_job_types_are_managed_through_either_engine(engine):
+    assert engine.seed_job_types(["email", "pdf"]) is True
+    assert engine.seed_job_types(["other"]) is False  # only an empty allowlist is seeded
+    engine.add_job_type("sync", "syncs", {"type": "object"})
+    with pytest.raises(IntegrityError):
+        engine.add_job_type("sync", "", None)
+    paused = engine.update_job_type("pdf", {"paused": True, "description": "PDFs"})
+    assert (paused.name, paused.paused, paused.description) == ("pdf", True, "PDFs")
+    assert engine.update_job_type("nope", {"paused": True}) is None
+    assert [(t.name, t.enabled, t.paused) for t in engine.all_job_types()] == [
+        ("email", True, False),
+        ("pdf", True, True),
+        ("sync", True, False),
+    ]
+    assert [(row.name, row.paused, row.payload_schema is not None) for row in engine.job_types()] == [
+        ("email", False, False),
+        ("pdf", True, False),
+        ("sync", False, True),
+    ]
 
 
 def test_api_key_lookup_finds_unrevoked_keys_with_their_user(db, engine):
