@@ -109,9 +109,9 @@ class QueueEngine(Protocol):
     ) -> Claimed:
         """Settle expired leases (as ``expire`` does), then lease up to ``limit`` pending jobs available
         at ``now`` whose type is in ``types`` (any when None) and not paused, to ``worker`` under a fresh
-        random token, in claim order: priority DESC, available_at, id. One statement picks and marks the
-        jobs, so no job is handed out twice; a job settled here may be handed out at once when its
-        backoff allows."""
+        random token, in claim order: priority DESC, available_at, id. Each pick is one statement that also
+        marks the jobs, so no job is handed out twice; a job settled here may be handed out at once when
+        its backoff allows."""
         ...
 
     def heartbeat(

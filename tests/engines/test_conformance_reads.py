@@ -115,6 +115,9 @@ def test_counts_stay_exact_through_many_transitions(db, engine):
             )
         else:
             engine.prune(finished_before=now - timedelta(seconds=30), batch=3, throughput_before=NOW)
+    engine.insert("alice", [new(at=now)], now)
+    last = claim(engine, at=now, lease=3600)  # at least one job is running
+    finished["failed"] += sum(1 for job in last.expired if job.status == "failed")
     truth = count_jobs(db)
     assert len({status for status, _, _ in truth}) >= 4  # the walk left jobs in most states
     counted = {}
