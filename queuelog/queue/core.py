@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from queuelog import metrics
 from queuelog.db import Database
-from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, NewJob, Unchanged, engine_for
+from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
 from queuelog.models import utcnow
 from queuelog.queue.errors import (
     IdempotencyKeyReused,
@@ -25,6 +25,7 @@ from queuelog.queue.errors import (
     NotLeaseHolder,
     QueueError,
 )
+from queuelog.queue.longpoll import LongPolls
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
@@ -32,7 +33,7 @@ from queuelog.redact import redact_error
 MAX_ERROR_CHARS = 4096
 
 
-class Queue:
+class Queue(LongPolls):
     """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``.
 
     Jobs come back as ``JobRecord`` (queuelog/engines/base.py). A refused transition raises a
@@ -60,8 +61,6 @@ class Queue:
         self.rand = rand
         self.types = JobTypeRules(db)
         self.poll_interval = poll_interval
-        # Wakes long polls in this process as soon as a job is enqueued here; jobs enqueued by other
-        # processes are found by polling every `poll_interval` seconds (a cheap read, no lock).
         self._arrivals = threading.Condition()
 
     def _backoff(self) -> Backoff:
@@ -74,32 +73,10 @@ class Queue:
         return self.enqueue_many(owner, [spec])[0]
 
     def enqueue_many(self, owner: str, specs: list[JobSpec]) -> list[tuple[JobRecord, bool]]:
-        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit).
-
-        A ``run_at`` in the past counts as now, so that nobody jumps the queue by backdating (README,
-        Claim order)."""
+        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit)."""
         self.types.check(specs)
         now = self.clock()
-        jobs = []
-        for spec in specs:
-            if spec.run_at is not None:
-                available = max(spec.run_at, now)
-            elif spec.delay_seconds:
-                available = now + timedelta(seconds=spec.delay_seconds)
-            else:
-                available = now
-            fingerprint = spec.fingerprint if spec.idempotency_key else None
-            jobs.append(
-                NewJob(
-                    spec.type,
-                    spec.payload_json,
-                    spec.priority,
-                    spec.max_retries,
-                    spec.idempotency_key,
-                    fingerprint,
-                    available,
-                )
-            )
+        jobs = [spec.new_job(now) for spec in specs]
         try:
             out = self.engine.insert(owner, jobs, now)
         except KeyConflict as exc:
@@ -112,10 +89,6 @@ class Queue:
             metrics.ENQUEUED.inc(created)
             self._notify_arrival()
         return out
-
-    def _notify_arrival(self) -> None:
-        with self._arrivals:
-            self._arrivals.notify_all()
 
     # -- claim --------------------------------------------------------------------------------------
 
@@ -145,36 +118,6 @@ class Queue:
         metrics.CLAIMED.inc(len(claimed.jobs))
         _count_expired(claimed.expired)
         return claimed.jobs
-
-    def claim_wait(
-        self,
-        worker: str,
-        *,
-        wait_seconds: float,
-        types: Iterable[str] | None = None,
-        limit: int = 1,
-        lease_seconds: int | None = None,
-    ) -> list[JobRecord]:
-        """Claim; when nothing is claimable, wait up to ``wait_seconds`` for work (a long poll).
-
-        No connection or transaction is held while waiting: the wait is on a condition variable, woken by
-        enqueues in this process, with a cheap read-only probe every ``poll_interval`` for the others.
-        """
-        types = list(types) if types else None
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            jobs = self.claim(worker, types=types, limit=limit, lease_seconds=lease_seconds)
-            if jobs or time.monotonic() >= deadline:
-                return jobs
-            while (remaining := deadline - time.monotonic()) > 0:
-                with self._arrivals:
-                    self._arrivals.wait(min(self.poll_interval, remaining))
-                if self.has_work(types):
-                    break
-
-    def has_work(self, types: list[str] | None = None) -> bool:
-        """Is anything claimable now (or a lease due to be settled)? A read, no lock."""
-        return self.engine.claimable(now=self.clock(), types=types)
 
     # -- the holder's reports -----------------------------------------------------------------------
 

@@ -7,11 +7,11 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from queuelog.engines.records import Backoff
+from queuelog.engines.records import Backoff, NewJob
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,26 @@ class JobSpec:
             ensure_ascii=False,
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def new_job(self, now: datetime) -> NewJob:
+        """The job to insert at ``now``. A ``run_at`` in the past counts as now, so that nobody jumps the
+        queue by backdating (README, Claim order); the fingerprint goes with an idempotency key only."""
+        if self.run_at is not None:
+            available = max(self.run_at, now)
+        elif self.delay_seconds:
+            available = now + timedelta(seconds=self.delay_seconds)
+        else:
+            available = now
+        fingerprint = self.fingerprint if self.idempotency_key else None
+        return NewJob(
+            self.type,
+            self.payload_json,
+            self.priority,
+            self.max_retries,
+            self.idempotency_key,
+            fingerprint,
+            available,
+        )
 
 
 def backoff_seconds(

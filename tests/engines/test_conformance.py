@@ -277,30 +277,3 @@ def test_complete_many_judges_each_item_alone_in_order(engine):
         "w",
         1,
     )
-
-
-def test_cancel_and_retry_are_guarded_by_state_and_owner(engine):
-    [(job, _)] = engine.insert("alice", [new()], NOW)
-    assert engine.cancel(job.id, "mallory", now=NOW, owner="mallory") == Unchanged(job)
-    cancelled = engine.cancel(job.id, "alice", now=later(1), owner="alice")
-    assert (cancelled.status, cancelled.finished_at) == ("cancelled", later(1))
-    assert engine.cancel(job.id, "admin", now=later(2)) == Unchanged(cancelled)
-    retried = engine.retry(job.id, "admin", now=later(3))
-    assert (retried.status, retried.retry_count, retried.available_at, retried.finished_at) == (
-        "pending",
-        0,
-        later(3),
-        None,
-    )
-    assert engine.retry(job.id, "admin", now=later(4)) == Unchanged(retried)
-    running = claim(engine, at=later(5)).jobs[0]
-    assert engine.cancel(job.id, "admin", now=later(6)) == Unchanged(running)
-    assert engine.retry(job.id, "admin", now=later(6)) == Unchanged(running)
-    assert engine.cancel(job.id + 1, "admin", now=NOW) == Unchanged(None)
-    assert engine.retry(job.id + 1, "admin", now=NOW) == Unchanged(None)
-    assert history(engine, job.id) == [
-        ("enqueued", "alice", 0),
-        ("cancelled", "alice", 0),
-        ("retried", "admin", 0),
-        ("claimed", "w", 1),
-    ]

@@ -1,5 +1,5 @@
-"""The rest of the conformance suite: prune, lists, counts, throughput, failures, probes, the allowlist and
-API keys, run against each engine directly (no app)."""
+"""The rest of the conformance suite, run against each engine directly (no app): people's actions (cancel,
+retry), prune, lists, counts, throughput, failures, probes, the allowlist and API keys."""
 
 from __future__ import annotations
 
@@ -11,14 +11,45 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.auth import create_key, create_user, hash_key, revoke_key
-from queuelog.engines import Backoff
+from queuelog.engines import Backoff, Unchanged
 from tests.engines.conftest import NOW, count_jobs, later, new, set_type
 
 FIXED = Backoff(10, 100, lambda: 0.5)
 
 
+def history(engine, job_id):
+    return [(e.event, e.actor, e.attempt) for e in engine.events(job_id)]
+
+
 def claim(engine, worker="w", *, at=NOW, lease=30, limit=1, types=None, backoff=FIXED):
     return engine.claim(worker, now=at, lease_seconds=lease, limit=limit, types=types, backoff=backoff)
+
+
+def test_cancel_and_retry_are_guarded_by_state_and_owner(engine):
+    [(job, _)] = engine.insert("alice", [new()], NOW)
+    assert engine.cancel(job.id, "mallory", now=NOW, owner="mallory") == Unchanged(job)
+    cancelled = engine.cancel(job.id, "alice", now=later(1), owner="alice")
+    assert (cancelled.status, cancelled.finished_at) == ("cancelled", later(1))
+    assert engine.cancel(job.id, "admin", now=later(2)) == Unchanged(cancelled)
+    retried = engine.retry(job.id, "admin", now=later(3))
+    assert (retried.status, retried.retry_count, retried.available_at, retried.finished_at) == (
+        "pending",
+        0,
+        later(3),
+        None,
+    )
+    assert engine.retry(job.id, "admin", now=later(4)) == Unchanged(retried)
+    running = claim(engine, at=later(5)).jobs[0]
+    assert engine.cancel(job.id, "admin", now=later(6)) == Unchanged(running)
+    assert engine.retry(job.id, "admin", now=later(6)) == Unchanged(running)
+    assert engine.cancel(job.id + 1, "admin", now=NOW) == Unchanged(None)
+    assert engine.retry(job.id + 1, "admin", now=NOW) == Unchanged(None)
+    assert history(engine, job.id) == [
+        ("enqueued", "alice", 0),
+        ("cancelled", "alice", 0),
+        ("retried", "admin", 0),
+        ("claimed", "w", 1),
+    ]
 
 
 def test_prune_deletes_old_finished_jobs_only_and_frees_their_keys(db, engine):
