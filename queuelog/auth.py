@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.db import Database
+from queuelog.engines import engine_for
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
 from queuelog.refusals import AlreadyExists, AuthError, Refusal, check_password
 
@@ -42,14 +43,6 @@ class Principal:
         return 30 if self.is_admin else PRODUCER_MAX_PRIORITY
 
 
-_KEY_LOOKUP_SQL = (
-    "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
-    " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
-    " WHERE k.key_hash = :digest AND k.revoked_at IS NULL"
-)
-_KEY_LOOKUP = {"sqlite": _KEY_LOOKUP_SQL, "postgresql": _KEY_LOOKUP_SQL.replace(":digest", "%(digest)s")}
-
-
 def hash_key(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -59,9 +52,7 @@ def authenticate_key(db: Database, raw: str) -> Principal | None:
     if not raw.startswith(KEY_PREFIX) or len(raw) > 128:
         return None
     digest = hash_key(raw)
-    with db.cursor() as cur:
-        cur.execute(_KEY_LOOKUP[db.dialect], {"digest": digest})
-        row = cur.fetchone()
+    row = engine_for(db).api_key(digest)
     if row is None:
         return None
     key_id, kind, name, last_used, username, role, active = row

@@ -26,6 +26,14 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 _NAMED_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
+def driver_sql(dialect: str, statement: str) -> str:
+    """Rewrite an ad-hoc statement's ``:name`` parameters for ``dialect``'s driver: sqlite3 takes them as
+    they are, psycopg wants ``%(name)s``."""
+    if dialect == "postgresql":
+        return _NAMED_PARAM.sub(r"%(\1)s", statement)
+    return statement
+
+
 class Database:
     """Owns the engine of one app and hands out connections in explicit transactions."""
 
@@ -61,11 +69,8 @@ class Database:
         self._lock_path = f"{database}.writer-lock" if database and database != ":memory:" else None
 
     def sql(self, statement: str) -> str:
-        """Rewrite ``:name`` parameters for this driver: sqlite3 takes them as they are, psycopg wants
-        ``%(name)s``. For statements run with ``exec_driver_sql``."""
-        if self.dialect == "postgresql":
-            return _NAMED_PARAM.sub(r"%(\1)s", statement)
-        return statement
+        """``driver_sql`` for this database (the engines write each driver's own style instead)."""
+        return driver_sql(self.dialect, statement)
 
     def parse_time(self, value: Any) -> datetime | None:
         """A timestamp as the driver returns it, made an aware UTC datetime (SQLite returns text)."""

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from queuelog.engines import engine_for
 from queuelog.models import PRIORITY_NAMES
+
+if TYPE_CHECKING:
+    from queuelog.db import Database
 
 _MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 _LOCAL = CollectorRegistry(auto_describe=True)
@@ -45,43 +50,34 @@ class DatabaseCollector:
     """Gauges from the database, read when scraped: jobs by status and type, pending jobs by priority,
     and the age of the oldest pending job. Each is an index lookup or a read of a small table."""
 
-    def __init__(self, db: Any):
-        self.db = db
+    def __init__(self, db: Database):
+        self.engine = engine_for(db)
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         by_status_type = GaugeMetricFamily(
             "queuelog_jobs", "Jobs by status and type.", labels=["status", "type"]
         )
         pending = GaugeMetricFamily("queuelog_jobs_pending", "Pending jobs by priority.", labels=["priority"])
         oldest = GaugeMetricFamily("queuelog_oldest_pending_age_seconds", "Age of the oldest pending job.")
-        with self.db.cursor() as cur:
-            cur.execute(
-                "SELECT status, type, priority, sum(n) FROM job_counts GROUP BY status, type, priority"
-            )
-            rows = cur.fetchall()
-            cur.execute("SELECT created_at FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1")
-            first = cur.fetchall()
         totals: dict[tuple[str, str], int] = {}
         priorities = dict.fromkeys(PRIORITY_NAMES.values(), 0)
-        for status, job_type, priority, count in rows:
-            totals[(status, job_type)] = totals.get((status, job_type), 0) + int(count)
-            if status == "pending":
-                name = PRIORITY_NAMES.get(priority, str(priority))
-                priorities[name] = priorities.get(name, 0) + int(count)
+        for row in self.engine.counts():
+            totals[(row.status, row.type)] = totals.get((row.status, row.type), 0) + row.n
+            if row.status == "pending":
+                name = PRIORITY_NAMES.get(row.priority, str(row.priority))
+                priorities[name] = priorities.get(name, 0) + row.n
         for (status, job_type), count in sorted(totals.items()):
             by_status_type.add_metric([status, job_type], count)
         for name, count in priorities.items():
             pending.add_metric([name], count)
-        age = 0.0
-        if first:
-            age = max(0.0, time.time() - self.db.parse_time(first[0][0]).timestamp())
-        oldest.add_metric([], age)
+        first = self.engine.oldest_pending()
+        oldest.add_metric([], 0.0 if first is None else max(0.0, time.time() - first.timestamp()))
         yield by_status_type
         yield pending
         yield oldest
 
 
-def exposition(db: Any) -> bytes:
+def exposition(db: Database) -> bytes:
     """The Prometheus text exposition of every metric, from all app processes."""
     registry = CollectorRegistry(auto_describe=True)
     if _MULTIPROCESS:

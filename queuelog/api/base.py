@@ -17,6 +17,7 @@ from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
+from queuelog.engines import JobRecord
 from queuelog.queue import Queue, QueueError
 
 bp = Blueprint("api", __name__)
@@ -130,11 +131,11 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return response
 
 
-def visible_job(job: dict[str, Any] | None, principal: Principal, job_id: int) -> dict[str, Any]:
+def visible_job(job: JobRecord | None, principal: Principal, job_id: int) -> JobRecord:
     """The job if the caller may see it; 404 otherwise, so that others' jobs don't reveal themselves."""
     if job is not None:
-        if principal.is_admin or (principal.kind == "user" and job["owner"] == principal.name):
+        if principal.is_admin or (principal.kind == "user" and job.owner == principal.name):
             return job
-        if principal.is_worker and job["status"] == "running" and job["worker_id"] == principal.name:
+        if principal.is_worker and job.status == "running" and job.worker_id == principal.name:
             return job
     raise ApiError(404, "not-found", f"job {job_id} does not exist")

@@ -37,7 +37,7 @@ def enqueue():
     principal: Principal = g.principal
     _check_ceiling(spec.priority, principal)
     job, created = queue().enqueue(principal.name, spec)
-    location = {"Location": url_for("api.get_job", job_id=job["id"])}
+    location = {"Location": url_for("api.get_job", job_id=job.id)}
     return json_response(job_json(job, principal), 201 if created else 200, location)
 
 
@@ -75,7 +75,7 @@ def list_jobs():
     limit, before = query["limit"], query["cursor"]
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
-    next_cursor = encode_cursor(jobs[limit - 1]["id"]) if len(jobs) > limit else None
+    next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
     return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
 
 

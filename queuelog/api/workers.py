@@ -55,7 +55,7 @@ def claim():
     jobs = queue().claim_wait(
         principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
     )
-    rendered = [dict(job_json(j, principal), lease_token=j["lease_token"]) for j in jobs]
+    rendered = [dict(job_json(j, principal), lease_token=j.lease_token) for j in jobs]
     if limit is not None:
         return json_response({"jobs": rendered})
     if not rendered:

@@ -14,9 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from queuelog.bench.targets import Target, progress
+from queuelog.engines import JobRecord
 from queuelog.models import utcnow
 from queuelog.queue import JobSpec, Queue
-from queuelog.queue.statements import statements
 
 WORKER = "bench-worker"
 TOKEN = "t" * 32
@@ -47,7 +47,7 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
     start = time.perf_counter()
     done = 0
     while jobs := queue.claim(WORKER):
-        queue.complete(jobs[0]["id"], WORKER, jobs[0]["lease_token"], None)
+        queue.complete(jobs[0].id, WORKER, jobs[0].lease_token, None)
         done += 1
         if done % 500 == 0:
             progress("queuelog: claim+complete", done, n)
@@ -60,8 +60,8 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
     start = time.perf_counter()
     done = 0
     while jobs := queue.claim(WORKER, limit=batch):
-        outcomes = queue.complete_many(WORKER, [(j["id"], j["lease_token"], None) for j in jobs])
-        assert all(isinstance(o, dict) for _, o in outcomes)
+        outcomes = queue.complete_many(WORKER, [(j.id, j.lease_token, None) for j in jobs])
+        assert all(isinstance(o, JobRecord) for _, o in outcomes)
         done += len(jobs)
         progress(f"queuelog: batch of {batch}", done, n)
     batched = time.perf_counter() - start
@@ -77,16 +77,15 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
 
 
 def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
-    """The queue layer's statements through the driver alone: the floor to compare with.
+    """The engine's statements through the driver alone: the floor to compare with.
 
-    Like the queue layer: on SQLite each operation is one BEGIN IMMEDIATE transaction that adds the
-    history rows; on PostgreSQL each is one autocommitted statement that writes its history rows itself.
+    Like the engines: on SQLite each operation is one BEGIN IMMEDIATE transaction that adds the history
+    rows; on PostgreSQL each is one autocommitted statement that writes its history rows itself.
     """
-    d = target.dialect
-    sql = statements(d)
-    claim = sql["claim"] if d.SELF_LOGGING else d.sql(d.CLAIM[False])
+    sql = target.sql
+    logs_itself = target.engine == "postgresql"
     conn = target.raw_connect(url)
-    if d.SELF_LOGGING:
+    if logs_itself:
         conn.autocommit = True
     cur = conn.cursor()
     specs = [_spec(i) for i in range(n)]
@@ -95,22 +94,20 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         target.begin(cur)
 
     def finish(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
-        if not d.SELF_LOGGING:
-            rows = [
-                {"job_id": i, "at": now, "event": name, "actor": WORKER, "attempt": attempt, "error": None}
-                for i in job_ids
-            ]
-            cur.executemany(sql["event"], rows) if len(rows) > 1 else rows and cur.execute(
-                sql["event"], rows[0]
-            )
+        if not logs_itself:
+            rows = [(i, now, name, WORKER, attempt, None) for i in job_ids]
+            if len(rows) == 1:
+                cur.execute(sql.EVENT, rows[0])
+            elif rows:
+                cur.executemany(sql.EVENT, rows)
             conn.commit()
 
     def insert(spec: JobSpec, now: Any) -> int:
         cur.execute(
-            sql["insert"],
+            sql.INSERT,
             {
                 "type": spec.type,
-                "payload": d.json(spec.payload_json),
+                "payload": sql.bind_json(spec.payload_json),
                 "priority": 0,
                 "max_retries": 3,
                 "key": None,
@@ -124,46 +121,45 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
 
     start = time.perf_counter()
     for spec in specs:
-        now = d.time(utcnow())
+        now = sql.bind_time(utcnow())
         begin()
         finish([insert(spec, now)], now, "enqueued", 0)
     enqueue = time.perf_counter() - start
 
     def claim_some(limit: int) -> list[Any]:
         moment = utcnow()
-        now = d.time(moment)
+        now = sql.bind_time(moment)
         params = {
             "now": now,
             "limit": limit,
             "true": True,
             "worker": WORKER,
             "token": TOKEN,
-            "expires": d.time(moment + timedelta(seconds=300)),
-            "error": "lease expired",
+            "expires": sql.bind_time(moment + timedelta(seconds=300)),
             "base": 0,
             "cap": 0,
         }
         begin()
-        if d.SELF_LOGGING:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
-            cur.execute(claim, params)
+        if logs_itself:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
+            cur.execute(sql.CLAIM[False], params)
             rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
         else:
-            cur.execute(sql["expire"], params)
+            cur.execute(sql.EXPIRE, params)
             cur.fetchall()
-            cur.execute(claim, params)
+            cur.execute(sql.CLAIM[False], params)
             rows = cur.fetchall()
         finish([row[0] for row in rows], now, "claimed", 1)
-        if not rows and not d.SELF_LOGGING:
+        if not rows and not logs_itself:
             conn.commit()
         return rows
 
     start = time.perf_counter()
     done = 0
     while rows := claim_some(1):
-        now = d.time(utcnow())
+        now = sql.bind_time(utcnow())
         begin()
         cur.execute(
-            sql["complete"], {"id": rows[0][0], "worker": WORKER, "token": TOKEN, "now": now, "result": None}
+            sql.COMPLETE, {"id": rows[0][0], "worker": WORKER, "token": TOKEN, "now": now, "result": None}
         )
         cur.fetchall()
         finish([rows[0][0]], now, "completed", 1)
@@ -172,17 +168,17 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
     assert done == n
 
     for spec in specs:  # refill (not timed)
-        now = d.time(utcnow())
+        now = sql.bind_time(utcnow())
         begin()
         finish([insert(spec, now)], now, "enqueued", 0)
     start = time.perf_counter()
     done = 0
     while rows := claim_some(batch):
-        now = d.time(utcnow())
+        now = sql.bind_time(utcnow())
         begin()
         ids = [row[0] for row in rows]
         items = [(job_id, TOKEN, None) for job_id in ids]
-        cur.execute(d.COMPLETE_MANY, {"worker": WORKER, "now": now, **d.complete_many_params(items)})
+        cur.execute(sql.COMPLETE_MANY, {"worker": WORKER, "now": now, **sql.bind_items(items)})
         cur.fetchall()
         finish(ids, now, "completed", 1)
         done += len(ids)
@@ -221,7 +217,7 @@ def _fill(target: Target, url: str, pending: int, finished: int) -> None:
     """Insert rows straight through the driver, in big transactions: this measures the claim, not the fill."""
     conn = target.raw_connect(url)
     cur = conn.cursor()
-    now = target.dialect.time(utcnow() - timedelta(seconds=1))
+    now = target.sql.bind_time(utcnow() - timedelta(seconds=1))
     if target.engine == "postgresql":
         for status, count in (("completed", finished), ("pending", pending)):
             finished_at = "%(now)s" if status == "completed" else "NULL"

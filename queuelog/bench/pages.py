@@ -26,9 +26,9 @@ ERRORS = [
 def _fill(target: Target, url: str, n: int) -> None:
     conn = target.raw_connect(url)
     cur = conn.cursor()
-    d = target.dialect
+    d = target.sql
     now = utcnow()
-    job_sql = d.sql(
+    job_sql = target.named(
         "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
         " created_at, updated_at, finished_at, error) VALUES (:type, :payload, :priority, :status, 0, 3, :owner,"
         " :at, :at, :at, :finished, :error)"
@@ -42,12 +42,12 @@ def _fill(target: Target, url: str, n: int) -> None:
             rows.append(
                 {
                     "type": ("email", "pdf", "sync")[i % 3],
-                    "payload": d.json(f'{{"n": {i}}}'),
+                    "payload": d.bind_json(f'{{"n": {i}}}'),
                     "priority": (i % 4) * 10,
                     "status": status,
                     "owner": ("alice", "bob", "carol")[i % 3],
-                    "at": d.time(at),
-                    "finished": d.time(at) if status != "pending" else None,
+                    "at": d.bind_time(at),
+                    "finished": d.bind_time(at) if status != "pending" else None,
                     "error": ERRORS[i % 3].format(n=i % 50) if status == "failed" else None,
                 }
             )

@@ -13,9 +13,9 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from queuelog.db import Database
+from queuelog.db import Database, driver_sql
+from queuelog.engines import sqlite_sql
 from queuelog.queue import Queue
-from queuelog.queue.dialects import PostgresDialect, SQLiteDialect
 
 
 def progress(label: str, done: int, total: int) -> None:
@@ -38,11 +38,12 @@ class Target:
         self.folder = folder
         self.postgres_url = postgres_url
         self.schemas: list[str] = []
+        self.sql = sqlite_sql  # the engine's statements and binding, for the raw driver loops
         if postgres_url:
+            from queuelog.engines import postgres_sql
+
             self.engine = "postgresql"
-            self.dialect = PostgresDialect
-        else:
-            self.dialect = SQLiteDialect
+            self.sql = postgres_sql
 
     def fresh(self, name: str) -> str:
         if self.engine == "sqlite":
@@ -80,6 +81,10 @@ class Target:
         return psycopg.connect(
             make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         )
+
+    def named(self, statement: str) -> str:
+        """An ad-hoc statement with ``:name`` parameters, for this target's driver."""
+        return driver_sql(self.engine, statement)
 
     def begin(self, cur) -> None:
         if self.engine == "sqlite":

@@ -7,9 +7,11 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
+
+from queuelog.engines.records import Backoff, NewJob
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,26 @@ class JobSpec:
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
 
+    def new_job(self, now: datetime) -> NewJob:
+        """The job to insert at ``now``. A ``run_at`` in the past counts as now, so that nobody jumps the
+        queue by backdating (README, Claim order); the fingerprint goes with an idempotency key only."""
+        if self.run_at is not None:
+            available = max(self.run_at, now)
+        elif self.delay_seconds:
+            available = now + timedelta(seconds=self.delay_seconds)
+        else:
+            available = now
+        fingerprint = self.fingerprint if self.idempotency_key else None
+        return NewJob(
+            self.type,
+            self.payload_json,
+            self.priority,
+            self.max_retries,
+            self.idempotency_key,
+            fingerprint,
+            available,
+        )
+
 
 def backoff_seconds(
     retry_count: int, base: float, cap: float, rand: Callable[[], float] = random.random
@@ -52,8 +74,6 @@ def backoff_seconds(
 
     ``d = min(cap, base * 2 ** (retry_count - 1))``, then "equal jitter": half of ``d`` plus a random part
     of the other half, so retries spread out but never come sooner than ``d / 2``. ``base = 0`` retries at once.
+    The engines receive the same parameters as a ``Backoff``.
     """
-    if base <= 0:
-        return 0.0
-    delay = min(cap, base * 2 ** max(0, retry_count - 1))
-    return delay / 2 + rand() * delay / 2
+    return Backoff(base, cap, rand).seconds(retry_count)

@@ -52,83 +52,57 @@ class ErrorGroup:
 
 
 class QueueStats:
+    """The dashboard's overview and the errors page's groups, from the queue's engine."""
+
     def __init__(self, queue: Queue):
         self.queue = queue
-        self.db = queue.db
-        self.d = queue.d
-
-    def _rows(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        with self.db.cursor() as cur:
-            cur.execute(self.db.sql(sql), params)
-            return cur.fetchall()
+        self.engine = queue.engine
 
     def overview(self, owner: str | None = None, now: datetime | None = None) -> dict[str, Any]:
         """Counts by status, pending by priority, the oldest pending job's creation, and per-minute
         completions and failures over the last hour."""
         now = now or self.queue.clock()
-        params = {"owner": owner} if owner else {}
-        mine = " AND owner = :owner" if owner else ""
         by_status = dict.fromkeys(STATUSES, 0)
         by_priority = {name: 0 for name in PRIORITY_NAMES.values()}
-        # job_counts is kept by triggers: a few rows, whatever the size of the jobs table.
-        for status, priority, count in self._rows(
-            f"SELECT status, priority, sum(n) FROM job_counts WHERE 1 = 1{mine} GROUP BY status, priority",
-            params,
-        ):
-            by_status[status] = by_status.get(status, 0) + int(count)
-            if status == "pending":
-                name = PRIORITY_NAMES.get(priority, str(priority))
-                by_priority[name] = by_priority.get(name, 0) + int(count)
-        # Ids grow with time, so the lowest pending id is the oldest pending job (an index seek).
-        oldest_rows = self._rows(
-            f"SELECT created_at FROM jobs WHERE status = 'pending'{mine} ORDER BY id LIMIT 1", params
-        )
-        oldest = oldest_rows[0][0] if oldest_rows else None
+        for row in self.engine.counts(owner=owner):
+            by_status[row.status] = by_status.get(row.status, 0) + row.n
+            if row.status == "pending":
+                name = PRIORITY_NAMES.get(row.priority, str(row.priority))
+                by_priority[name] = by_priority.get(name, 0) + row.n
         since = now - timedelta(minutes=60)
-        # job_throughput is kept by triggers: at most 60 minutes x 2 statuses (x shards) rows to read.
-        rows = self._rows(
-            f"SELECT status, minute, sum(n) FROM job_throughput WHERE minute >= :since{mine} GROUP BY status, minute",
-            {**params, "since": since.strftime("%Y-%m-%d %H:%M")},
-        )
-        per_minute = {(status, label): int(count) for status, label, count in rows}
+        per_minute = {
+            (row.status, row.minute): row.n for row in self.engine.throughput(since=since, owner=owner)
+        }
         start = since.replace(second=0, microsecond=0) + timedelta(minutes=1)
         series = []
         for i in range(60):
             moment = start + timedelta(minutes=i)
-            label = moment.strftime("%Y-%m-%d %H:%M")
             series.append(
                 {
                     "minute": moment,
-                    "completed": per_minute.get(("completed", label), 0),
-                    "failed": per_minute.get(("failed", label), 0),
+                    "completed": per_minute.get(("completed", moment), 0),
+                    "failed": per_minute.get(("failed", moment), 0),
                 }
             )
         return {
             "by_status": by_status,
             "pending_by_priority": by_priority,
-            "oldest_pending": self.db.parse_time(oldest),
+            "oldest_pending": self.engine.oldest_pending(owner=owner),
             "throughput": series,
         }
 
     def error_groups(self, *, recent: int = 5000) -> list[ErrorGroup]:
         """Failed attempts among the ``recent`` newest failure events, grouped by job type and signature,
         newest group first."""
-        rows = self._rows(
-            "SELECT e.job_id, e.at, e.error, j.type, j.status FROM job_events e JOIN jobs j ON j.id = e.job_id"
-            " WHERE e.error IS NOT NULL ORDER BY e.id DESC LIMIT :limit",
-            {"limit": recent},
-        )
         groups: dict[str, ErrorGroup] = {}
-        for job_id, at, error, job_type, status in rows:
-            signature = error_signature(error)
-            key = hashlib.sha1(f"{job_type}\0{signature}".encode()).hexdigest()[:16]
+        for row in self.engine.failures(limit=recent):
+            signature = error_signature(row.error)
+            key = hashlib.sha1(f"{row.type}\0{signature}".encode()).hexdigest()[:16]
             group = groups.get(key)
             if group is None:  # rows come newest first: the first one seen is the group's latest
-                group = groups[key] = ErrorGroup(
-                    key, job_type, signature, self.db.parse_time(at), error, job_id
-                )
+                group = groups[key] = ErrorGroup(key, row.type, signature, row.at, row.error, row.job_id)
             group.failures += 1
-            group.jobs[job_id] = status
+            group.jobs[row.job_id] = row.status
         return sorted(groups.values(), key=lambda g: g.latest_at, reverse=True)
 
     def error_group(self, group_id: str) -> ErrorGroup | None:

@@ -14,10 +14,10 @@ from jsonschema import validators
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
-from sqlalchemy import select
 
+from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
-from queuelog.models import JobType, utcnow
+from queuelog.models import JobType
 from queuelog.queue.errors import JobValidationError
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ class JobTypeRules:
 
     def __init__(self, db: Database, ttl: float = 2.0):
         self.db = db
+        self.engine = engine_for(db)
         self.ttl = ttl
         self._cache: tuple[float, dict[str, tuple[bool, str | None]]] | None = None
 
@@ -142,14 +143,7 @@ class JobTypeRules:
         now = time.monotonic()
         if self._cache is not None and now - self._cache[0] < self.ttl:
             return self._cache[1]
-        with self.db.cursor() as cur:
-            cur.execute("SELECT name, enabled, payload_schema FROM job_types")
-            rows = cur.fetchall()
-        out = {}
-        for name, enabled, schema in rows:
-            if schema is not None and not isinstance(schema, str):
-                schema = json.dumps(schema, sort_keys=True)  # jsonb arrives parsed
-            out[name] = (bool(enabled), None if schema in (None, "null") else schema)
+        out = {row.name: (row.enabled, row.payload_schema) for row in self.engine.job_types()}
         self._cache = (now, out)
         return out
 
@@ -194,36 +188,23 @@ class JobTypeRules:
     # -- management (admins, CLI) -------------------------------------------------------------------
 
     def all(self) -> list[JobType]:
-        with self.db.session() as session:
-            return list(session.scalars(select(JobType).order_by(JobType.name)))
+        return self.engine.all_job_types()
 
     def add(self, name: str, description: str = "", schema: dict | None = None) -> JobType:
-        with self.db.session(write=True) as session, session.begin():
-            job_type = JobType(name=name, description=description, payload_schema=schema)
-            session.add(job_type)
+        """Add an enabled type; a taken name raises SQLAlchemy's ``IntegrityError``."""
+        job_type = self.engine.add_job_type(name, description, schema)
         self.invalidate()
         return job_type
 
     def update(self, name: str, **changes: Any) -> JobType:
         """Change ``description``, ``payload_schema``, ``enabled`` or ``paused`` of an existing type."""
-        with self.db.session(write=True) as session, session.begin():
-            job_type = session.scalar(select(JobType).where(JobType.name == name))
-            if job_type is None:
-                raise LookupError(name)
-            for key, value in changes.items():
-                setattr(job_type, key, value)
-            job_type.updated_at = utcnow()
+        job_type = self.engine.update_job_type(name, changes)
+        if job_type is None:
+            raise LookupError(name)
         self.invalidate()
         return job_type
 
     def seed(self, names: str) -> None:
         """Fill an empty allowlist from a comma-separated list (``QUEUELOG_JOB_TYPES``)."""
-        with self.db.session() as session:  # a read first: a started database needs no write lock here
-            if session.scalar(select(JobType.id).limit(1)) is not None:
-                return
-        with self.db.session(write=True) as session, session.begin():
-            if session.scalar(select(JobType.id).limit(1)) is not None:
-                return
-            for name in dict.fromkeys(n.strip() for n in names.split(",") if n.strip()):
-                session.add(JobType(name=name, description=""))
-        self.invalidate()
+        if self.engine.seed_job_types(list(dict.fromkeys(n.strip() for n in names.split(",") if n.strip()))):
+            self.invalidate()

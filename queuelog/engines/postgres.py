@@ -1,0 +1,249 @@
+"""The PostgreSQL engine: ``QueueEngine`` on a PostgreSQL database (contracts in base.py; statements in
+postgres_sql.py).
+
+Every transition is one autocommitted statement that writes its own history row, so a report or a claim
+is one round trip (README, Performance). A transaction PostgreSQL aborted to break a deadlock changed
+nothing and is run again (``retry_aborted``).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+from typing import Any, TypeVar
+
+from queuelog.db import Database, DatabaseUnavailable
+from queuelog.engines.base import JobRecord, claim_order
+from queuelog.engines.job_types import OrmJobTypes
+from queuelog.engines.postgres_reads import PostgresReads
+from queuelog.engines.postgres_sql import (
+    BY_KEY,
+    CANCEL,
+    CLAIM,
+    COMPLETE,
+    COMPLETE_MANY,
+    EXPIRE,
+    FAIL,
+    GET,
+    HEARTBEAT,
+    INSERT,
+    INSERT_IDEMPOTENT,
+    LEASE_DUE,
+    MINUTE,
+    PICK,
+    PRUNE,
+    PRUNE_THROUGHPUT,
+    RETRY,
+    bind_items,
+    bind_json,
+    decode_job,
+)
+from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retry_aborted(method: F) -> F:
+    """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
+    serialization conflict (rare: the counter triggers write in key order). The aborted transaction
+    changed nothing, so running it again is safe; after 5 tries the error goes up."""
+
+    @wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for attempt in range(5):
+            try:
+                return method(*args, **kwargs)
+            except DatabaseUnavailable as exc:
+                if not exc.conflict or attempt == 4:
+                    raise
+                time.sleep(random.random() * 0.01 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return wrapper  # type: ignore[return-value]
+
+
+class PostgresEngine(PostgresReads, OrmJobTypes):
+    """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
+
+    name = "postgresql"
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def _locate(self, cur: Any, job_id: int) -> JobRecord | None:
+        row = cur.execute(GET, {"id": job_id}).fetchone()
+        return None if row is None else decode_job(row)
+
+    def _guarded(self, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
+        """Run a guarded, self-logging statement on job ``params["id"]``: the job as changed, or
+        Unchanged with the job as it is."""
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            row = cur.execute(statement, params).fetchone()
+            return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
+
+    @retry_aborted
+    def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
+        out: list[tuple[JobRecord, bool]] = []
+        # One job is one statement (autocommitted); several need one transaction.
+        with self.db.cursor(write=True, autocommit=len(jobs) == 1) as cur:
+            for index, new in enumerate(jobs):
+                params = {
+                    "type": new.type,
+                    "payload": bind_json(new.payload_json),
+                    "priority": new.priority,
+                    "max_retries": new.max_retries,
+                    "key": new.idempotency_key,
+                    "fingerprint": new.fingerprint,
+                    "owner": owner,
+                    "available_at": new.available_at,
+                    "now": now,
+                }
+                statement = INSERT if new.idempotency_key is None else INSERT_IDEMPOTENT
+                while True:
+                    row = cur.execute(statement, params).fetchone()
+                    if row is not None:
+                        out.append((decode_job(row), True))
+                        break
+                    # The key names a job. An insert racing ours waited for it to commit, and each
+                    # statement reads what is committed: the job is there, unless pruned just now.
+                    existing = cur.execute(BY_KEY, {"owner": owner, "key": new.idempotency_key}).fetchone()
+                    if existing is not None:
+                        job = decode_job(existing[:-1])
+                        if existing[-1] != new.fingerprint:
+                            raise KeyConflict(index, job)
+                        out.append((job, False))
+                        break
+        return out
+
+    @retry_aborted
+    def claim(
+        self,
+        worker: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> Claimed:
+        params = {
+            "now": now,
+            "limit": limit,
+            "worker": worker,
+            "token": secrets.token_hex(16),
+            "expires": now + timedelta(seconds=lease_seconds),
+            "base": backoff.base,
+            "cap": backoff.cap,
+        }
+        if types:
+            params["types"] = list(types)
+        statement = CLAIM[bool(types)]
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            tagged = cur.execute(statement, params).fetchall()
+            rows = [row[1:] for row in tagged if row[0] == "claimed"]
+            expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
+            if len(rows) < limit and any(job.status == "pending" for job in expired):
+                # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
+                # as on SQLite, the claim that settles a lease may hand the job out again.
+                params.update(limit=limit - len(rows), token=secrets.token_hex(16))
+                rows += [row[1:] for row in cur.execute(statement, params).fetchall() if row[0] == "claimed"]
+        return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
+
+    def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
+        params: dict[str, Any] = {"now": now, "limit": 1}
+        if types:
+            params["types"] = list(types)
+        with self.db.cursor() as cur:
+            if cur.execute(PICK[bool(types)], params).fetchall():
+                return True
+            return bool(cur.execute(LEASE_DUE, params).fetchall())
+
+    @retry_aborted
+    def heartbeat(
+        self, job_id: int, worker: str, token: str, *, now: datetime, lease_seconds: float
+    ) -> JobRecord | Unchanged:
+        expires = now + timedelta(seconds=lease_seconds)
+        return self._guarded(
+            HEARTBEAT, {"id": job_id, "worker": worker, "token": token, "now": now, "expires": expires}
+        )
+
+    @retry_aborted
+    def complete(
+        self, job_id: int, worker: str, token: str, *, now: datetime, result_json: str | None
+    ) -> JobRecord | Unchanged:
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": now,
+            "result": bind_json(result_json),
+        }
+        return self._guarded(COMPLETE, params)
+
+    @retry_aborted
+    def complete_many(
+        self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
+    ) -> list[JobRecord | Unchanged]:
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": now, **bind_items(items)}).fetchall()
+            done = {job.id: job for job in map(decode_job, rows)}
+            return [done[i] if i in done else Unchanged(self._locate(cur, i)) for i, _, _ in items]
+
+    @retry_aborted
+    def fail(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        backoff: Backoff,
+    ) -> JobRecord | Unchanged:
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": now,
+            "retryable": retryable,
+            "error": error,
+            "base": backoff.base,
+            "cap": backoff.cap,
+            "jitter": backoff.rand(),
+        }
+        return self._guarded(FAIL, params)
+
+    @retry_aborted
+    def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
+        return [decode_job(row) for row in rows]
+
+    @retry_aborted
+    def cancel(
+        self, job_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> JobRecord | Unchanged:
+        params = {"id": job_id, "now": now, "owner": owner, "actor": actor}
+        return self._guarded(CANCEL[owner is not None], params)
+
+    @retry_aborted
+    def retry(self, job_id: int, actor: str, *, now: datetime) -> JobRecord | Unchanged:
+        return self._guarded(RETRY, {"id": job_id, "now": now, "actor": actor})
+
+    def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
+        total = 0
+        while (deleted := self._run(PRUNE, {"cutoff": finished_before, "batch": batch})) == batch:
+            total += deleted
+        self._run(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
+        return total + deleted
+
+    @retry_aborted
+    def _run(self, statement: str, params: dict[str, Any]) -> int:
+        """One autocommitted statement; how many rows it touched."""
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            return cur.execute(statement, params).rowcount

@@ -1,0 +1,209 @@
+"""The PostgreSQL engine's statements, binding and row decoding (the engine itself: postgres.py,
+postgres_reads.py).
+
+Times are timestamptz, JSON is jsonb. Statements are written in psycopg's own ``%(name)s`` style (a
+literal ``%`` would be ``%%``) and go to the driver as written. Every transition is one statement that
+also writes its history row (a data-modifying CTE) and, for a failure or a lease expiry, computes the
+retry backoff (README, Retry backoff): each runs autocommitted, one round trip. The claim picks jobs in
+the order of the partial index ``ix_jobs_claim``: priority (highest first), then ``available_at``, then
+``id``, locking them with ``FOR UPDATE SKIP LOCKED`` so that concurrent claims neither wait on each
+other nor hand out the same job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from queuelog.engines.base import JOB_COLUMNS, JOB_FIELDS, JobRecord
+
+_HOLDER = "id = %(id)s AND status = 'running' AND worker_id = %(worker)s AND lease_token = %(token)s"
+_RETRYING = "%(retryable)s AND retry_count < max_retries"
+_RETURNING = ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
+_EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) SELECT id, %(now)s, "
+# The wait before retry number n = retry_count + 1 (retry_count as it was before the update):
+# d = min(cap, base * 2^(n-1)); d/2 + jitter * d/2, as Backoff.seconds computes it.
+_BACKOFF = "make_interval(secs => least(%(cap)s, %(base)s * power(2, retry_count)) * (0.5 + {jitter} * 0.5))"
+
+_NEW = (
+    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
+    " fingerprint, owner, available_at, created_at, updated_at) VALUES (%(type)s, %(payload)s, %(priority)s,"
+    " 'pending', 0, %(max_retries)s, %(key)s, %(fingerprint)s, %(owner)s, %(available_at)s, %(now)s, %(now)s)"
+)
+INSERT = (
+    f"WITH j AS ({_NEW} RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'enqueued', owner, 0, NULL FROM j)"
+    f" SELECT {JOB_COLUMNS} FROM j"
+)
+INSERT_IDEMPOTENT = (
+    f"WITH j AS ({_NEW} ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}'enqueued', owner, 0, NULL FROM j) SELECT {JOB_COLUMNS} FROM j"
+)
+BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = %(owner)s AND idempotency_key = %(key)s"
+
+PICK = {
+    typed: "SELECT id FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
+    + (" AND type = ANY(%(types)s)" if typed else "")
+    + " AND type NOT IN (SELECT name FROM job_types WHERE paused)"
+    " ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
+    for typed in (False, True)
+}
+# Lease expiry: a retryable failure by "system", with its backoff and its history row.
+_EXPIRE = (
+    "UPDATE jobs SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
+    " finished_at = CASE WHEN retry_count < max_retries THEN NULL ELSE %(now)s END,"
+    " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
+    f" available_at = CASE WHEN retry_count < max_retries THEN %(now)s + {_BACKOFF.format(jitter='random()')}"
+    " ELSE %(now)s END, updated_at = %(now)s, error = 'lease expired', lease_token = NULL, lease_expires_at = NULL"
+    f" WHERE status = 'running' AND lease_expires_at < %(now)s RETURNING {JOB_COLUMNS}"
+)
+_EXPIRE_LOG = (
+    f"{_EVENT}'lease_expired', 'system', CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END,"
+    " 'lease expired (held by ' || worker_id || ')' FROM x"
+)
+EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
+# Settle expired leases, pick and lease jobs, and log both, in one statement; rows come back tagged
+# 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
+# reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
+CLAIM = {
+    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), picked AS ({pick} FOR UPDATE SKIP LOCKED),"
+    " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
+    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s FROM picked"
+    f" WHERE jobs.id = picked.id RETURNING {_RETURNING}),"
+    f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
+    f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
+    for typed, pick in PICK.items()
+}
+LEASE_DUE = "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s LIMIT 1"
+HEARTBEAT = f"UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+_DONE = (
+    "status = 'completed', error = NULL, finished_at = %(now)s, updated_at = %(now)s, lease_token = NULL,"
+    " lease_expires_at = NULL"
+)
+COMPLETE = (
+    f"WITH d AS (UPDATE jobs SET {_DONE}, result = %(result)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
+)
+# One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name,
+# under the same holder guard as a single complete.
+COMPLETE_MANY = (
+    f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb"
+    " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
+    " WHERE jobs.id = b.id AND jobs.status = 'running' AND jobs.worker_id = %(worker)s"
+    f" AND jobs.lease_token = b.token RETURNING {_RETURNING}),"
+    f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
+)
+FAIL = (
+    f"WITH f AS (UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE %(now)s END,"
+    f" available_at = CASE WHEN {_RETRYING} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
+    " updated_at = %(now)s, error = %(error)s, lease_token = NULL, lease_expires_at = NULL"
+    f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, %(worker)s,"
+    " CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END, %(error)s FROM f)"
+    f" SELECT {JOB_COLUMNS} FROM f"
+)
+CANCEL = {
+    own: "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
+    f" WHERE id = %(id)s AND status = 'pending'{mine} RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT {JOB_COLUMNS} FROM c"
+    for own, mine in ((False, ""), (True, " AND owner = %(owner)s"))
+}
+RETRY = (
+    "WITH r AS (UPDATE jobs SET status = 'pending', retry_count = 0, available_at = %(now)s, finished_at = NULL,"
+    " updated_at = %(now)s WHERE id = %(id)s AND status IN ('failed', 'cancelled')"
+    f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r"
+)
+PRUNE = (
+    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+    " AND finished_at < %(cutoff)s LIMIT %(batch)s)"
+)
+PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"
+
+# -- reads --------------------------------------------------------------------------------------------
+
+GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s"
+EVENTS = "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = %(job_id)s ORDER BY id"
+_MINE = {False: "", True: " AND owner = %(owner)s"}
+COUNTS = {
+    own: f"SELECT status, type, priority, sum(n) FROM job_counts WHERE true{mine} GROUP BY status, type, priority"
+    for own, mine in _MINE.items()
+}
+# Ids grow with time, so the lowest pending id is the oldest pending job: an index seek.
+OLDEST = {
+    own: f"SELECT created_at FROM jobs WHERE status = 'pending'{mine} ORDER BY id LIMIT 1"
+    for own, mine in _MINE.items()
+}
+THROUGHPUT = {
+    own: f"SELECT status, minute, sum(n) FROM job_throughput WHERE minute >= %(since)s{mine} GROUP BY status, minute"
+    for own, mine in _MINE.items()
+}
+# Through the partial index of history rows that carry an error.
+FAILURES = (
+    "SELECT e.job_id, e.at, e.error, j.type, j.status FROM job_events e JOIN jobs j ON j.id = e.job_id"
+    " WHERE e.error IS NOT NULL ORDER BY e.id DESC LIMIT %(limit)s"
+)
+JOB_TYPES = "SELECT name, enabled, paused, payload_schema FROM job_types ORDER BY name"
+API_KEY = (
+    "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
+    " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
+    " WHERE k.key_hash = %(digest)s AND k.revoked_at IS NULL"
+)
+MINUTE = "%Y-%m-%d %H:%M"  # job_throughput's minutes, as the triggers write them (UTC)
+
+
+@lru_cache(maxsize=64)
+def list_statement(columns: tuple[str, ...], keyset: bool) -> str:
+    """The jobs list, newest first: equal to each parameter named in ``columns``, and below
+    ``%(before_id)s`` when ``keyset``; ``%(limit)s`` rows."""
+    where = [f"{name} = %({name})s" for name in columns] + (["id < %(before_id)s"] if keyset else [])
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {JOB_COLUMNS} FROM jobs{condition} ORDER BY id DESC LIMIT %(limit)s"
+
+
+def bind_time(value: datetime) -> datetime:
+    """A time as bound: timestamptz takes the aware datetime as it is."""
+    return value
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def bind_json(text: str | None) -> Jsonb | None:
+    """A JSON document the caller has already serialized: handed to jsonb as the text it is (``Jsonb``
+    alone would serialize it again)."""
+    return None if text is None else Jsonb(text, dumps=_identity)
+
+
+def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[Any]]:
+    """``COMPLETE_MANY``'s parameters: the items as three arrays."""
+    return {
+        "ids": [i for i, _, _ in items],
+        "tokens": [t for _, t, _ in items],
+        "results": [r for _, _, r in items],
+    }
+
+
+def schema_text(schema: Any) -> str | None:
+    """A payload schema as canonical JSON text (jsonb arrives parsed)."""
+    return None if schema is None else json.dumps(schema, sort_keys=True)
+
+
+_TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
+_record = JobRecord._make
+
+
+def decode_job(row: Sequence[Any]) -> JobRecord:
+    """A ``jobs`` row in ``JOB_COLUMNS`` order. psycopg parses jsonb; times come in the session's time
+    zone and are made UTC."""
+    values = list(row)
+    for i in _TIMES:
+        if values[i] is not None:
+            values[i] = values[i].astimezone(UTC)
+    return _record(values)

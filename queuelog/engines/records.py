@@ -1,0 +1,114 @@
+"""The records the engines take and give beside jobs and events (base.py): jobs to insert, outcomes,
+the backoff policy, and the typed rows of counts, throughput, failures, the allowlist and API keys."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from queuelog.engines.base import JobRecord
+
+
+class NewJob(NamedTuple):
+    """A job to insert, already checked by the queue layer. ``fingerprint`` is compared when
+    ``idempotency_key`` already names a job of the same owner (None without a key)."""
+
+    type: str
+    payload_json: str
+    priority: int
+    max_retries: int
+    idempotency_key: str | None
+    fingerprint: str | None
+    available_at: datetime
+
+
+class Unchanged(NamedTuple):
+    """A guarded transition whose guard matched nothing, so nothing changed. ``job`` is the job as it is
+    now, None when there is no such job."""
+
+    job: JobRecord | None
+
+
+class Claimed(NamedTuple):
+    """What a claim did: the jobs it leased, in claim order, and the jobs whose expired leases it settled
+    (as they are after settling: pending again, or failed when out of retries)."""
+
+    jobs: list[JobRecord]
+    expired: list[JobRecord]
+
+
+class Backoff(NamedTuple):
+    """How long a failed attempt waits before the next (README, Retry backoff): for retry number n,
+    ``d = min(cap, base * 2^(n-1))``, then ``d/2 + jitter * d/2`` with ``jitter`` from ``rand`` in [0, 1].
+    A base of 0 retries at once. Engines that compute it in SQL use the same formula."""
+
+    base: float
+    cap: float
+    rand: Callable[[], float] = random.random
+
+    def seconds(self, retry: int) -> float:
+        if self.base <= 0:
+            return 0.0
+        delay = min(self.cap, self.base * 2 ** max(0, retry - 1))
+        return delay / 2 + self.rand() * delay / 2
+
+
+class KeyConflict(Exception):
+    """``insert``: the idempotency key of ``jobs[index]`` already names ``job``, made with other
+    parameters. The whole insert was rolled back."""
+
+    def __init__(self, index: int, job: JobRecord):
+        super().__init__(f"jobs[{index}]: idempotency key already used by job {job.id}")
+        self.index = index
+        self.job = job
+
+
+class CountRow(NamedTuple):
+    """Jobs per status, type and priority (from the trigger-kept ``job_counts``; exact)."""
+
+    status: str
+    type: str
+    priority: int
+    n: int
+
+
+class ThroughputRow(NamedTuple):
+    """Jobs that became ``status`` (completed or failed) during the UTC minute starting at ``minute``."""
+
+    status: str
+    minute: datetime
+    n: int
+
+
+class FailureRow(NamedTuple):
+    """A history row that carries an error, with its job's type and current status."""
+
+    job_id: int
+    at: datetime
+    error: str
+    type: str
+    status: str
+
+
+class JobTypeRow(NamedTuple):
+    """One entry of the allowlist; ``payload_schema`` is the schema as canonical JSON text, or None."""
+
+    name: str
+    enabled: bool
+    paused: bool
+    payload_schema: str | None
+
+
+class KeyRow(NamedTuple):
+    """An unrevoked API key with its user (``username`` is None for worker keys and orphaned keys)."""
+
+    id: int
+    kind: str
+    name: str
+    last_used_at: datetime | None
+    username: str | None
+    role: str | None
+    active: bool | None

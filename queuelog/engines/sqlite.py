@@ -1,0 +1,255 @@
+"""The SQLite engine: ``QueueEngine`` over one SQLite file (contracts in base.py; statements in sqlite_sql.py).
+
+Every write is one ``BEGIN IMMEDIATE`` transaction behind the Database's writer locks (README,
+Configuration): the guarded UPDATE, the backoff it implies and the history rows are written together, and
+no other writer can come in between. Statements run on raw DB-API cursors: no per-call compilation on the
+hot path (README, Performance).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from queuelog.db import Database
+from queuelog.engines.base import JobRecord, claim_order
+from queuelog.engines.job_types import OrmJobTypes
+from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.sqlite_reads import SQLiteReads
+from queuelog.engines.sqlite_sql import (
+    BY_KEY,
+    CANCEL,
+    CLAIM,
+    COMPLETE,
+    COMPLETE_MANY,
+    EVENT,
+    EXPIRE,
+    FAIL,
+    GET,
+    HEARTBEAT,
+    INSERT,
+    INSERT_IDEMPOTENT,
+    LEASE_DUE,
+    MINUTE,
+    PICK,
+    PRUNE,
+    PRUNE_THROUGHPUT,
+    RETRY,
+    SET_AVAILABLE,
+    bind_items,
+    bind_time,
+    decode_job,
+)
+
+
+def _first(cur: Any) -> Any:
+    """The first row or None. Every row is read: SQLite finishes a RETURNING statement only when it is
+    stepped to the end."""
+    rows = cur.fetchall()
+    return rows[0] if rows else None
+
+
+def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> None:
+    """Add history rows: (job_id, at, event, actor, attempt, error)."""
+    if len(events) == 1:
+        cur.execute(EVENT, events[0])
+    elif events:
+        cur.executemany(EVENT, events)
+
+
+class SQLiteEngine(SQLiteReads, OrmJobTypes):
+    """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
+
+    name = "sqlite"
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def _locate(self, cur: Any, job_id: int) -> JobRecord | None:
+        row = cur.execute(GET, {"id": job_id}).fetchone()
+        return None if row is None else decode_job(row)
+
+    def _guarded(self, cur: Any, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
+        """Run a guarded UPDATE of job ``params["id"]``: the job as changed, or Unchanged with it as it is."""
+        row = _first(cur.execute(statement, params))
+        return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
+
+    def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
+        ts = bind_time(now)
+        out: list[tuple[JobRecord, bool]] = []
+        with self.db.cursor(write=True) as cur:
+            for index, new in enumerate(jobs):
+                params = {
+                    "type": new.type,
+                    "payload": new.payload_json,
+                    "priority": new.priority,
+                    "max_retries": new.max_retries,
+                    "key": new.idempotency_key,
+                    "fingerprint": new.fingerprint,
+                    "owner": owner,
+                    "available_at": bind_time(new.available_at),
+                    "now": ts,
+                }
+                statement = INSERT if new.idempotency_key is None else INSERT_IDEMPOTENT
+                row = _first(cur.execute(statement, params))
+                if row is not None:
+                    out.append((decode_job(row), True))
+                    continue
+                # The key names a job already (the writer lock keeps it there): a replay, or a conflict.
+                existing = cur.execute(BY_KEY, {"owner": owner, "key": new.idempotency_key}).fetchone()
+                job = decode_job(existing[:-1])
+                if existing[-1] != new.fingerprint:
+                    raise KeyConflict(index, job)
+                out.append((job, False))
+            _log(cur, [(job.id, ts, "enqueued", owner, 0, None) for job, created in out if created])
+        return out
+
+    def claim(
+        self,
+        worker: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> Claimed:
+        ts = bind_time(now)
+        params = {
+            "now": ts,
+            "limit": limit,
+            "worker": worker,
+            "token": secrets.token_hex(16),
+            "expires": bind_time(now + timedelta(seconds=lease_seconds)),
+        }
+        if types:
+            params["types"] = json.dumps(list(types))
+        with self.db.cursor(write=True) as cur:
+            expired = self._expire(cur, now, backoff)  # first: a job settled here may be claimed at once
+            jobs = sorted(
+                map(decode_job, cur.execute(CLAIM[bool(types)], params).fetchall()), key=claim_order
+            )
+            _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
+        return Claimed(jobs, expired)
+
+    def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
+        params = {"now": bind_time(now), "limit": 1}
+        if types:
+            params["types"] = json.dumps(list(types))
+        with self.db.cursor() as cur:
+            if cur.execute(PICK[bool(types)], params).fetchall():
+                return True
+            return bool(cur.execute(LEASE_DUE, params).fetchall())
+
+    def heartbeat(
+        self, job_id: int, worker: str, token: str, *, now: datetime, lease_seconds: float
+    ) -> JobRecord | Unchanged:
+        expires = bind_time(now + timedelta(seconds=lease_seconds))
+        params = {"id": job_id, "worker": worker, "token": token, "now": bind_time(now), "expires": expires}
+        with self.db.cursor(write=True) as cur:
+            return self._guarded(cur, HEARTBEAT, params)
+
+    def complete(
+        self, job_id: int, worker: str, token: str, *, now: datetime, result_json: str | None
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        params = {"id": job_id, "worker": worker, "token": token, "now": ts, "result": result_json}
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, COMPLETE, params)
+            if not isinstance(job, Unchanged):
+                _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
+        return job
+
+    def complete_many(
+        self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
+    ) -> list[JobRecord | Unchanged]:
+        ts = bind_time(now)
+        with self.db.cursor(write=True) as cur:
+            rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": ts, **bind_items(items)}).fetchall()
+            done = {job.id: job for job in map(decode_job, rows)}
+            _log(cur, [(job.id, ts, "completed", worker, job.retry_count + 1, None) for job in done.values()])
+            return [done[i] if i in done else Unchanged(self._locate(cur, i)) for i, _, _ in items]
+
+    def fail(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        backoff: Backoff,
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        params = {"id": job_id, "worker": worker, "token": token, "now": ts, "retryable": int(retryable)}
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, FAIL, {**params, "error": error})
+            if isinstance(job, Unchanged):
+                return job
+            job = self._push_back(cur, job, now, backoff)
+            if job.status == "pending":  # retry_count already counts the attempt that failed
+                _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
+            else:
+                _log(cur, [(job_id, ts, "failed", worker, job.retry_count + 1, error)])
+        return job
+
+    def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
+        with self.db.cursor(write=True) as cur:
+            return self._expire(cur, now, backoff)
+
+    def _expire(self, cur: Any, now: datetime, backoff: Backoff) -> list[JobRecord]:
+        ts = bind_time(now)
+        rows = cur.execute(EXPIRE, {"now": ts}).fetchall()
+        jobs = [self._push_back(cur, decode_job(row), now, backoff) for row in rows]
+        events = []
+        for job in jobs:
+            attempt = job.retry_count if job.status == "pending" else job.retry_count + 1
+            held = f"lease expired (held by {job.worker_id})"
+            events.append((job.id, ts, "lease_expired", "system", attempt, held))
+        _log(cur, events)
+        return jobs
+
+    def _push_back(self, cur: Any, job: JobRecord, now: datetime, backoff: Backoff) -> JobRecord:
+        """Move a job that just went back to pending into the future by its backoff. The transaction holds
+        the write lock, so nobody can claim it in between."""
+        delay = backoff.seconds(job.retry_count) if job.status == "pending" else 0
+        if delay <= 0:
+            return job
+        available = now + timedelta(seconds=delay)
+        cur.execute(SET_AVAILABLE, {"id": job.id, "available_at": bind_time(available)})
+        return job._replace(available_at=available)
+
+    def cancel(
+        self, job_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, CANCEL[owner is not None], {"id": job_id, "now": ts, "owner": owner})
+            if not isinstance(job, Unchanged):
+                _log(cur, [(job_id, ts, "cancelled", actor, job.retry_count, None)])
+        return job
+
+    def retry(self, job_id: int, actor: str, *, now: datetime) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, RETRY, {"id": job_id, "now": ts})
+            if not isinstance(job, Unchanged):
+                _log(cur, [(job_id, ts, "retried", actor, 0, None)])
+        return job
+
+    def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
+        cutoff = bind_time(finished_before)
+        total = 0
+        while True:
+            with self.db.cursor(write=True) as cur:
+                deleted = cur.execute(PRUNE, {"cutoff": cutoff, "batch": batch}).rowcount
+            total += deleted
+            if deleted < batch:
+                break
+        with self.db.cursor(write=True) as cur:
+            cur.execute(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
+        return total

@@ -1,0 +1,177 @@
+"""The SQLite engine's statements, binding and row decoding (the engine itself: sqlite.py, sqlite_reads.py).
+
+Times are stored as text in the format SQLAlchemy's DateTime uses on SQLite (sortable, UTC), so that the
+ORM and the engine read each other's rows; JSON as text. Statements go to sqlite3 as written, with its
+own ``:name`` parameters. The claim picks jobs in the order of the partial index ``ix_jobs_claim``:
+priority (highest first), then ``available_at``, then ``id``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from queuelog.engines.base import JOB_COLUMNS, JOB_FIELDS, JobRecord
+
+_HOLDER = "id = :id AND status = 'running' AND worker_id = :worker AND lease_token = :token"
+_RETRYING = ":retryable = 1 AND retry_count < max_retries"
+_NEW = (
+    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
+    " fingerprint, owner, available_at, created_at, updated_at) VALUES (:type, :payload, :priority,"
+    " 'pending', 0, :max_retries, :key, :fingerprint, :owner, :available_at, :now, :now)"
+)
+INSERT = f"{_NEW} RETURNING {JOB_COLUMNS}"
+INSERT_IDEMPOTENT = f"{_NEW} ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
+BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND idempotency_key = :key"
+# History rows are bound as tuples (job_id, at, event, actor, attempt, error): executemany takes them as
+# they are built.
+EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUES (?, ?, ?, ?, ?, ?)"
+
+# The claim, in claim order. Without statistics SQLite would take ix_jobs_status_id for `status =
+# 'pending'` and sort every pending row: naming the partial index keeps a claim's cost flat at any
+# backlog, and `+status` keeps the status index out of the outer condition (README, Performance). The
+# write lock is held (BEGIN IMMEDIATE), so the pick and the update see the same rows.
+PICK = {
+    typed: "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
+    + (" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
+    + " AND type NOT IN (SELECT name FROM job_types WHERE paused = 1)"
+    " ORDER BY priority DESC, available_at, id LIMIT :limit"
+    for typed in (False, True)
+}
+CLAIM = {
+    typed: "UPDATE jobs SET status = 'running', worker_id = :worker, lease_token = :token, claimed_at = :now,"
+    f" lease_expires_at = :expires, updated_at = :now WHERE id IN ({pick}) AND +status = 'pending'"
+    f" RETURNING {JOB_COLUMNS}"
+    for typed, pick in PICK.items()
+}
+# An expired lease is a retryable failure by the system; the backoff is added per row afterwards.
+EXPIRE = (
+    "UPDATE jobs INDEXED BY ix_jobs_lease"
+    " SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
+    " finished_at = CASE WHEN retry_count < max_retries THEN NULL ELSE :now END,"
+    " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
+    " available_at = :now, updated_at = :now, error = 'lease expired', lease_token = NULL,"
+    f" lease_expires_at = NULL WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
+)
+LEASE_DUE = "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' AND lease_expires_at < :now LIMIT 1"
+SET_AVAILABLE = "UPDATE jobs SET available_at = :available_at WHERE id = :id"
+COMPLETE = (
+    "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"
+    f" lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+)
+# A whole batch in one statement: the items arrive as one JSON array of [id, lease_token, result] and
+# are joined to the jobs they name by primary key (the "+" keeps the status index out of it).
+COMPLETE_MANY = (
+    "UPDATE jobs SET status = 'completed', result = b.result, error = NULL, finished_at = :now, updated_at = :now,"
+    " lease_token = NULL, lease_expires_at = NULL FROM (SELECT json_extract(value, '$[0]') AS id,"
+    " json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS result FROM json_each(:items)) AS b"
+    " WHERE jobs.id = b.id AND +jobs.status = 'running' AND +jobs.worker_id = :worker"
+    " AND jobs.lease_token = b.token RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
+)
+HEARTBEAT = (
+    f"UPDATE jobs SET lease_expires_at = :expires, updated_at = :now WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+)
+FAIL = (
+    f"UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
+    " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
+    f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+)
+_CANCEL = "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now WHERE id = :id AND status = 'pending'"
+CANCEL = {
+    False: f"{_CANCEL} RETURNING {JOB_COLUMNS}",
+    True: f"{_CANCEL} AND owner = :owner RETURNING {JOB_COLUMNS}",
+}
+RETRY = (
+    "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
+    f" updated_at = :now WHERE id = :id AND status IN ('failed', 'cancelled') RETURNING {JOB_COLUMNS}"
+)
+PRUNE = (
+    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+    " AND finished_at < :cutoff LIMIT :batch)"
+)
+PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < :minute"
+
+
+def bind_json(text: str | None) -> str | None:
+    """A JSON document the caller has already serialized: stored as the text it is."""
+    return text
+
+
+def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, str]:
+    """``COMPLETE_MANY``'s parameter: the results are JSON text already, spliced in, not parsed again."""
+    parts = (f"[{int(i)},{json.dumps(token)},{result or 'null'}]" for i, token, result in items)
+    return {"items": "[" + ",".join(parts) + "]"}
+
+
+GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
+
+
+@lru_cache(maxsize=64)
+def list_statement(columns: tuple[str, ...], keyset: bool) -> str:
+    """The jobs list, newest first: equal to each parameter named in ``columns``, and below
+    ``:before_id`` when ``keyset``; ``:limit`` rows."""
+    where = [f"{name} = :{name}" for name in columns] + (["id < :before_id"] if keyset else [])
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {JOB_COLUMNS} FROM jobs{condition} ORDER BY id DESC LIMIT :limit"
+
+
+EVENTS = "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = :job_id ORDER BY id"
+_MINE = {False: "", True: " AND owner = :owner"}
+COUNTS = {
+    own: f"SELECT status, type, priority, sum(n) FROM job_counts WHERE 1 = 1{mine} GROUP BY status, type, priority"
+    for own, mine in _MINE.items()
+}
+# Ids grow with time, so the lowest pending id is the oldest pending job: an index seek.
+OLDEST = {
+    own: f"SELECT created_at FROM jobs WHERE status = 'pending'{mine} ORDER BY id LIMIT 1"
+    for own, mine in _MINE.items()
+}
+THROUGHPUT = {
+    own: f"SELECT status, minute, sum(n) FROM job_throughput WHERE minute >= :since{mine} GROUP BY status, minute"
+    for own, mine in _MINE.items()
+}
+# Through the partial index of history rows that carry an error.
+FAILURES = (
+    "SELECT e.job_id, e.at, e.error, j.type, j.status FROM job_events e JOIN jobs j ON j.id = e.job_id"
+    " WHERE e.error IS NOT NULL ORDER BY e.id DESC LIMIT :limit"
+)
+JOB_TYPES = "SELECT name, enabled, paused, payload_schema FROM job_types ORDER BY name"
+API_KEY = (
+    "SELECT k.id, k.kind, k.name, k.last_used_at, u.username, u.role, u.active"
+    " FROM api_keys k LEFT JOIN users u ON u.id = k.user_id"
+    " WHERE k.key_hash = :digest AND k.revoked_at IS NULL"
+)
+MINUTE = "%Y-%m-%d %H:%M"  # job_throughput's minutes, as the triggers write them (UTC)
+
+
+def bind_time(value: datetime) -> str:
+    """A time as stored: SQLAlchemy's SQLite format, so that the ORM and this engine read each other's rows."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value + "+00:00")  # 7x .replace(tzinfo=)
+
+
+_TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
+_PAYLOAD, _RESULT = JOB_FIELDS.index("payload"), JOB_FIELDS.index("result")
+_record = JobRecord._make
+_fromisoformat = datetime.fromisoformat
+_loads = json.loads
+
+
+def decode_job(row: Sequence[Any]) -> JobRecord:
+    """A ``jobs`` row in ``JOB_COLUMNS`` order: times from text, JSON from text."""
+    values = list(row)
+    for i in _TIMES:
+        if values[i] is not None:
+            values[i] = _fromisoformat(values[i] + "+00:00")
+    values[_PAYLOAD] = _loads(values[_PAYLOAD])
+    if values[_RESULT] is not None:
+        values[_RESULT] = _loads(values[_RESULT])
+    return _record(values)

@@ -1,0 +1,113 @@
+"""Fixtures for the engine conformance suite: a Database and its engine, with no app around them.
+
+SQLite runs on a file copied from a migrated template; PostgreSQL in a schema of its own for the session
+(dropped at the end), its tables emptied before each test. Without ``QUEUELOG_TEST_POSTGRES_URL`` the
+PostgreSQL half is skipped and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from queuelog.db import Database
+from queuelog.engines import NewJob, engine_for
+from queuelog.models import Base, JobType
+
+PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
+TABLES = ", ".join(table.name for table in Base.metadata.sorted_tables)
+NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("engines") / "template.sqlite3"
+    db = Database(f"sqlite:///{path}")
+    db.upgrade()
+    db.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    if not PG_URL:
+        pytest.skip(
+            "PostgreSQL engine tests need QUEUELOG_TEST_POSTGRES_URL"
+            " (e.g. postgresql+psycopg://postgres@127.0.0.1/test)"
+        )
+    schema = f"queuelog_engines_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in PG_URL else "?"
+    url = f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+    db = Database(url)
+    db.upgrade()
+    db.dispose()
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    """A migrated, empty database of each kind."""
+    if request.param == "sqlite":
+        path = tmp_path / "queuelog.sqlite3"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        database = Database(f"sqlite:///{path}")
+    else:
+        database = Database(request.getfixturevalue("postgres_url"))
+        with database.cursor(write=True) as cur:
+            cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def engine(db):
+    return engine_for(db)
+
+
+def new(
+    type: str = "email",
+    *,
+    payload: dict | None = None,
+    priority: int = 0,
+    max_retries: int = 3,
+    key: str | None = None,
+    at: datetime = NOW,
+) -> NewJob:
+    """A job to insert; the fingerprint of a keyed job is its payload, so that a changed payload conflicts."""
+    payload_json = json.dumps(payload or {})
+    return NewJob(type, payload_json, priority, max_retries, key, payload_json if key else None, at)
+
+
+def set_type(db: Database, name: str, *, paused: bool = False, schema: dict | None = None) -> None:
+    """Add or change a job type through the ORM (the admin's path)."""
+    with db.session(write=True) as session, session.begin():
+        job_type = session.query(JobType).filter_by(name=name).one_or_none()
+        if job_type is None:
+            job_type = JobType(name=name, description="")
+            session.add(job_type)
+        job_type.paused = paused
+        job_type.payload_schema = schema
+
+
+def count_jobs(db: Database) -> dict[tuple[str, str, int], int]:
+    """The truth the counters must equal: jobs per status, type and priority, counted in the jobs table."""
+    with db.cursor() as cur:
+        cur.execute("SELECT status, type, priority, count(*) FROM jobs GROUP BY status, type, priority")
+        return {(status, job_type, priority): int(n) for status, job_type, priority, n in cur.fetchall()}
+
+
+def later(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
