@@ -1,9 +1,9 @@
 """One engine per database behind one interface (``QueueEngine``, base.py): all of the queue's SQL.
 
 ``engine_for(db)`` picks the engine from the Database's dialect (``Queue`` does so once): ``SQLiteEngine``
-(sqlite.py, sqlite_reads.py, sqlite_sql.py) or ``PostgresEngine`` (postgres.py, postgres_reads.py,
-postgres_sql.py), side by side with the same method names. records.py holds what they take and give
-beside jobs; job_types.py the allowlist's management, which both share through the ORM.
+(sqlite.py, sqlite_sql.py) or ``PostgresEngine`` (postgres.py, postgres_sql.py), side by side with the
+same method names. reads.py holds the reads, written once over each dialect's statements; records.py what
+the engines take and give beside jobs; job_types.py the allowlist's management, shared through the ORM.
 """
 
 from __future__ import annotations

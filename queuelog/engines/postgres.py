@@ -17,9 +17,9 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from queuelog.db import Database, DatabaseUnavailable
+from queuelog.engines import postgres_sql
 from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
-from queuelog.engines.postgres_reads import PostgresReads
 from queuelog.engines.postgres_sql import (
     BY_KEY,
     CANCEL,
@@ -42,6 +42,7 @@ from queuelog.engines.postgres_sql import (
     bind_json,
     decode_job,
 )
+from queuelog.engines.reads import EngineReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,10 +67,11 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(PostgresReads, OrmJobTypes):
+class PostgresEngine(EngineReads, OrmJobTypes):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"
+    sql = postgres_sql  # statements and decoders, for the shared reads (reads.py)
 
     def __init__(self, db: Database):
         self.db = db

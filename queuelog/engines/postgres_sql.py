@@ -1,5 +1,5 @@
-"""The PostgreSQL engine's statements, binding and row decoding (the engine itself: postgres.py,
-postgres_reads.py).
+"""The PostgreSQL engine's statements, binding and row decoding (the engine itself: postgres.py; its
+reads: reads.py).
 
 Times are timestamptz, JSON is jsonb. Statements are written in psycopg's own ``%(name)s`` style (a
 literal ``%`` would be ``%%``) and go to the driver as written. Every transition is one statement that
@@ -188,6 +188,11 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[A
         "tokens": [t for _, t, _ in items],
         "results": [r for _, _, r in items],
     }
+
+
+def decode_time(value: datetime | None) -> datetime | None:
+    """A timestamptz as psycopg answers it (in the session's zone), made UTC."""
+    return None if value is None else value.astimezone(UTC)
 
 
 def schema_text(schema: Any) -> str | None:

@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.db import Database
+from queuelog.engines import sqlite_sql
 from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
+from queuelog.engines.reads import EngineReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
-from queuelog.engines.sqlite_reads import SQLiteReads
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
@@ -60,10 +61,11 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(SQLiteReads, OrmJobTypes):
+class SQLiteEngine(EngineReads, OrmJobTypes):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
+    sql = sqlite_sql  # statements and decoders, for the shared reads (reads.py)
 
     def __init__(self, db: Database):
         self.db = db

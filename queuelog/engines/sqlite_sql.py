@@ -1,4 +1,4 @@
-"""The SQLite engine's statements, binding and row decoding (the engine itself: sqlite.py, sqlite_reads.py).
+"""The SQLite engine's statements, binding and row decoding (the engine itself: sqlite.py; its reads: reads.py).
 
 Times are stored as text in the format SQLAlchemy's DateTime uses on SQLite (sortable, UTC), so that the
 ORM and the engine read each other's rows; JSON as text. Statements go to sqlite3 as written, with its
@@ -156,6 +156,14 @@ def bind_time(value: datetime) -> str:
 
 def parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value + "+00:00")  # 7x .replace(tzinfo=)
+
+
+decode_time = parse_time  # the name the shared reads use (reads.py)
+
+
+def schema_text(schema: str | None) -> str | None:
+    """A payload schema as stored (JSON text; the ORM writes JSON null as "null")."""
+    return None if schema in (None, "null") else schema
 
 
 _TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
