@@ -18,7 +18,7 @@ from referencing.jsonschema import DRAFT202012
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import JobType
-from queuelog.queue.errors import JobValidationError
+from queuelog.queue.errors import Code, JobValidationError
 
 if TYPE_CHECKING:
     from queuelog.db import Database
@@ -157,13 +157,7 @@ class JobTypeRules:
             enabled, schema = rules.get(spec.type, (False, None))
             if not enabled:
                 raise JobValidationError(
-                    [
-                        {
-                            "field": f"{prefix}type",
-                            "message": f"unknown or disabled job type {spec.type!r}; allowed: {', '.join(allowed)}",
-                            "allowed": allowed,
-                        }
-                    ]
+                    Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
                 )
             if schema is not None:
                 try:
@@ -173,17 +167,14 @@ class JobTypeRules:
                     # Saved before these were checked, endless, or numbers the library cannot compare
                     # (a 400-digit integer against "multipleOf": 0.01 overflows a float).
                     raise JobValidationError(
-                        [
-                            {
-                                "field": f"{prefix}type",
-                                "message": f"the payload schema of {spec.type!r} cannot be applied; an admin must fix it",
-                            }
-                        ]
+                        Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type
                     ) from None
                 if error is not None:
                     path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-                    message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-                    raise JobValidationError([{"field": f"{prefix}payload{path}", "message": message}])
+                    reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
+                    raise JobValidationError(
+                        Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason
+                    )
 
     # -- management (admins, CLI) -------------------------------------------------------------------
 

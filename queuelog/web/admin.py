@@ -15,7 +15,7 @@ from wtforms import SelectChoice
 
 from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
 from queuelog.models import ApiKey, AuditLog, User
-from queuelog.queue import InvalidState, JobNotFound
+from queuelog.queue import QueueError
 from queuelog.queue.stats import QueueStats
 from queuelog.queue.types import MAX_SCHEMA_DEPTH, NAME_PATTERN, SchemaProblem, check_schema
 from queuelog.web import admin_required, db, queue
@@ -62,8 +62,8 @@ def error_group_action(group_id: str, action: str):
                 else:
                     queue().cancel(job_id, current_user.username)
                 done += 1
-            except (InvalidState, JobNotFound):
-                continue  # changed since the confirmation: leave it
+            except QueueError:
+                continue  # changed since the confirmation (not failed, not pending, gone): leave it
         message = (
             ngettext("%(num)d job retried.", "%(num)d jobs retried.", done)
             if action == "retry"
