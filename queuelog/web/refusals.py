@@ -1,6 +1,7 @@
 """Refusals (``queuelog.refusals``: a code and its parameters) worded for the pages, in the page's language.
 
-The domain raises ``AuthError`` (users, passwords, keys) or ``QueueError`` (jobs) with a code; the pages
+The domain raises ``AuthError`` (users, passwords, keys), ``QueueError`` (jobs) or ``SchemaRefused`` (job
+types' schemas) with a code; the pages
 show the translation for that code beside the field it blames, never an exception's English text.
 """
 
@@ -13,6 +14,7 @@ from flask_babel import LazyString, format_decimal
 from flask_babel import lazy_gettext as _l
 
 from queuelog.queue.errors import Code
+from queuelog.queue.types import SchemaFault
 from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, Refusal, Refused
 
 _ABOUT_PEOPLE: dict[Refusal, LazyString] = {
@@ -50,7 +52,24 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.NOT_PRINTABLE: _l("Use printable characters only, no line breaks or other control characters."),
     Code.TIME_OUT_OF_RANGE: _l("Choose a start time between the years %(low)d and %(high)d."),
 }
-MESSAGES: dict[type[StrEnum], dict[Any, LazyString]] = {Refusal: _ABOUT_PEOPLE, Code: _ABOUT_JOBS}
+_ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
+    SchemaFault.NOT_OBJECT: _l("The schema must be a JSON object."),
+    SchemaFault.BAD_TEXT: _l(
+        "The schema contains characters that cannot be stored (such as the NUL character)."
+    ),
+    SchemaFault.NOT_FINITE: _l("Numbers in the schema must be finite (no NaN or Infinity)."),
+    SchemaFault.TOO_DEEP: _l("The schema is nested more than %(depth)d levels deep."),
+    SchemaFault.REMOTE_REF: _l(
+        "The schema refers to another document; only references within the schema (starting with #) are allowed, and nothing is fetched."
+    ),
+    SchemaFault.UNRESOLVABLE_REF: _l("A reference in the schema points at nothing in it."),
+    SchemaFault.INVALID: _l("Not a valid JSON Schema: %(reason)s"),
+}
+MESSAGES: dict[type[StrEnum], dict[Any, LazyString]] = {
+    Refusal: _ABOUT_PEOPLE,
+    Code: _ABOUT_JOBS,
+    SchemaFault: _ABOUT_SCHEMAS,
+}
 _LIMITS = {"min": PASSWORD_MIN_LENGTH, "max": PASSWORD_MAX_LENGTH}
 
 
@@ -65,6 +84,8 @@ def refusal_text(exc: Refused) -> str:
 def _values(exc: Refused) -> dict[str, Any]:
     """The refusal's parameters as the messages use them: numbers in the page's locale, lists joined."""
     values: dict[str, Any] = {**_LIMITS, **exc.params, "path": exc.field or ""}
+    if exc.code is SchemaFault.TOO_DEEP:
+        values["depth"] = values["limit"]
     if "reason" in values:
         values["message"] = values["reason"]  # the JSON Schema library's own (English) words
     if "allowed" in values:

@@ -12,6 +12,7 @@ import pytest
 
 from queuelog.api.refusals import TABLE
 from queuelog.queue import Code
+from queuelog.queue.types import SchemaFault
 from queuelog.refusals import Refusal
 from tests.conftest import ROOT
 
@@ -140,6 +141,7 @@ def test_every_code_has_words_on_every_face():
     assert set(TABLE) == set(Code)
     assert set(MESSAGES[Code]) == set(Code)
     assert set(MESSAGES[Refusal]) == set(Refusal)
+    assert set(MESSAGES[SchemaFault]) == set(SchemaFault)
 
 
 def test_no_page_module_imports_the_json_api():
@@ -156,3 +158,25 @@ def test_no_page_module_imports_the_json_api():
                 f"{path.name}: {n}" for n in names if n == "queuelog.api" or n.startswith("queuelog.api.")
             ]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        ('{"$ref": "https://example.com/s.json"}', "Das Schema verweist auf ein anderes Dokument"),
+        ('{"type": 5}', "Kein gültiges JSON Schema: 5 is not valid under any of the given schemas"),
+        ('{"allOf": ' + "[" * 40 + "]" * 40 + "}", "Das Schema ist tiefer als 32 Ebenen verschachtelt."),
+    ],
+)
+def test_a_refused_schema_is_german_beside_its_field(admin_browser, schema, words):
+    page = _german(admin_browser).submit("/admin/types", name="report", payload_schema=schema)
+    assert page.status_code == 422
+    assert _beside(page, "payload_schema").startswith(words)
+
+
+def test_the_command_line_words_a_refused_schema_itself(app, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"$ref": "https://example.com/s.json"}')
+    result = app.test_cli_runner().invoke(args=["types", "add", "report", "--schema", str(schema)])
+    assert result.exit_code == 1
+    assert "only references within the schema (#...) are allowed" in result.output
