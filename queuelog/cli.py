@@ -175,7 +175,7 @@ def types_add(name: str, description: str, schema_file) -> None:
             _fail(f"{schema_file.name}: nested too deeply")
         problem = check_schema(schema)
         if problem:
-            _fail(f"{schema_file.name}: {problem.detail}")
+            _fail(f"{schema_file.name}: {problem}")
     try:
         _ext("queue").types.add(name, description, schema)
     except IntegrityError:

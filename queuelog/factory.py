@@ -75,9 +75,8 @@ def register_extensions(app: Flask) -> None:
     app.extensions["queuelog"] = {"db": db, "queue": queue, "login_limiter": LoginLimiter(db)}
 
     from queuelog.extensions import babel, csrf, login_manager
-    from queuelog.i18n import compile_catalogs, select_locale, select_timezone
+    from queuelog.i18n import select_locale, select_timezone
 
-    compile_catalogs(TRANSLATIONS)
     babel.init_app(
         app,
         locale_selector=select_locale,

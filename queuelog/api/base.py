@@ -15,22 +15,15 @@ from sqlalchemy.exc import OperationalError
 
 from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
+from queuelog.api.refusals import problem_of
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
 from queuelog.engines import JobRecord
-from queuelog.queue import Queue, QueueError
+from queuelog.queue import Code, JobNotFound, Queue, QueueError
 
 bp = Blueprint("api", __name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the Prometheus text format
-
-STATUS_OF = {
-    "not-found": 404,
-    "invalid-state": 409,
-    "not-lease-holder": 409,
-    "idempotency-key-reused": 422,
-    "validation-failed": 422,
-}
 
 
 @bp.errorhandler(ApiError)
@@ -40,8 +33,7 @@ def _api_error(exc: ApiError):
 
 @bp.errorhandler(QueueError)
 def _queue_error(exc: QueueError):
-    errors = getattr(exc, "errors", None)
-    return ApiError(STATUS_OF[exc.slug], exc.slug, exc.detail, errors=errors).response()
+    return problem_of(exc).response()
 
 
 @bp.errorhandler(OperationalError)
@@ -91,7 +83,7 @@ def requires(*allowed: str):
             principal = caller()
             ok = (
                 ("worker" in allowed and principal.is_worker)
-                or ("producer" in allowed and principal.kind == "user")
+                or ("producer" in allowed and principal.is_user)
                 or ("admin" in allowed and principal.is_admin)
             )
             if not ok:
@@ -108,19 +100,20 @@ def requires(*allowed: str):
 
 
 def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
-    """A job as the caller may see it: idempotency keys for owners and admins, error text for admins."""
-    if principal.is_admin:
-        omit = _FOR_ADMINS
-    elif principal.kind == "user" and principal.name == job["owner"]:
-        omit = _FOR_OWNERS
+    """A job as the caller may see it (the principal says): idempotency keys for owners and admins, error
+    text for admins."""
+    if principal.sees_errors:
+        omit = _HIDDEN_FROM_ADMINS
+    elif principal.sees_idempotency_key(job):
+        omit = _HIDDEN_FROM_OWNERS
     else:
-        omit = _FOR_OTHERS
+        omit = _HIDDEN_FROM_OTHERS
     return JOB.render(job, omit)  # the fields and their order are those JOB declares (answers.py)
 
 
-_FOR_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
-_FOR_OWNERS = frozenset({"lease_token", "error"})
-_FOR_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
+_HIDDEN_FROM_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
+_HIDDEN_FROM_OWNERS = frozenset({"lease_token", "error"})
+_HIDDEN_FROM_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -133,9 +126,6 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def visible_job(job: JobRecord | None, principal: Principal, job_id: int) -> JobRecord:
     """The job if the caller may see it; 404 otherwise, so that others' jobs don't reveal themselves."""
-    if job is not None:
-        if principal.is_admin or (principal.kind == "user" and job.owner == principal.name):
-            return job
-        if principal.is_worker and job.status == "running" and job.worker_id == principal.name:
-            return job
-    raise ApiError(404, "not-found", f"job {job_id} does not exist")
+    if job is None or not principal.may_see(job):
+        raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
+    return job

@@ -13,7 +13,7 @@ from queuelog.api.base import (
     requires,
     visible_job,
 )
-from queuelog.api.problems import ApiError, invalid
+from queuelog.api.problems import invalid
 from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
     batch_key,
@@ -35,15 +35,10 @@ def enqueue():
     body = read_body()
     spec = parse_job(body, header_key=header_text("Idempotency-Key"))
     principal: Principal = g.principal
-    _check_ceiling(spec.priority, principal)
+    principal.check_priority(spec.priority)
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job.id)}
     return json_response(job_json(job, principal), 201 if created else 200, location)
-
-
-def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None:
-    if priority > principal.max_priority:
-        raise ApiError(403, "forbidden", f"{where}producers may enqueue low and medium priority only")
 
 
 @bp.post("/jobs/batch")
@@ -56,7 +51,7 @@ def enqueue_batch():
     principal: Principal = g.principal
     first_use: dict[str, int] = {}
     for i, spec in enumerate(specs):
-        _check_ceiling(spec.priority, principal, f"jobs[{i}]: ")
+        principal.check_priority(spec.priority, f"jobs[{i}].priority")
         key = spec.idempotency_key
         if key is not None and first_use.setdefault(key, i) != i:
             raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
@@ -73,8 +68,7 @@ def list_jobs():
     query = LIST_QUERY.parse(query_values(request.args))
     filters = {key: query[key] for key in ("status", "type", "priority") if query[key] is not None}
     limit, before = query["limit"], query["cursor"]
-    owner = None if principal.is_admin else principal.name
-    jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
+    jobs = queue().list_jobs(owner=principal.owner_scope, before_id=before, limit=limit + 1, **filters)
     next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
     return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
 
@@ -93,7 +87,7 @@ def job_events(job_id: int):
     """Read job events."""
     principal: Principal = g.principal
     visible_job(queue().get(job_id), principal, job_id)
-    omit = frozenset() if principal.is_admin else frozenset({"error"})
+    omit = frozenset() if principal.sees_errors else frozenset({"error"})
     return json_response({"events": [EVENT.render(event, omit) for event in queue().events(job_id)]})
 
 
@@ -106,7 +100,7 @@ def cancel(job_id: int):
     """Cancel jobs."""
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
-    job = queue().cancel(job_id, principal.name, owner=None if principal.is_admin else principal.name)
+    job = queue().cancel(job_id, principal.name, owner=principal.cancel_scope)
     return json_response(job_json(job, principal))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import Response, g
 
 from queuelog.api.base import (
-    STATUS_OF,
     bp,
     job_json,
     json_response,
@@ -13,6 +12,7 @@ from queuelog.api.base import (
     requires,
 )
 from queuelog.api.problems import invalid
+from queuelog.api.refusals import problem_of
 from queuelog.api.schemas import BATCH_COMPLETE_BODY, CLAIM_BODY, COMPLETE_BODY, FAIL_BODY, HEARTBEAT_BODY
 from queuelog.api.validation import read_body
 from queuelog.auth import Principal
@@ -34,9 +34,9 @@ def complete_batch():
     out = []
     for job_id, outcome in queue().complete_many(g.principal.name, parsed):
         if isinstance(outcome, QueueError):
-            status = STATUS_OF[outcome.slug]
-            error = {"type": f"/problems/{outcome.slug}", "status": status, "detail": outcome.detail}
-            out.append({"id": job_id, "status": status, "error": error})
+            refused = problem_of(outcome)
+            error = {"type": f"/problems/{refused.slug}", "status": refused.status, "detail": refused.detail}
+            out.append({"id": job_id, "status": refused.status, "error": error})
         else:
             out.append({"id": job_id, "status": 200, "job": job_json(outcome, g.principal)})
     return json_response({"results": out})

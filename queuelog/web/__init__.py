@@ -9,7 +9,13 @@ from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from queuelog.inputs import first_text_problem, text_problem
+from queuelog.principal import Principal
 from queuelog.queue import Queue
+
+
+def principal() -> Principal:
+    """The logged-in person as a ``Principal``: what they may see and do (queuelog/principal.py)."""
+    return Principal.of_user(current_user)
 
 
 def queue() -> Queue:
@@ -26,7 +32,7 @@ def admin_required(view):
     @wraps(view)
     @login_required
     def wrapped(*args, **kwargs):
-        if not current_user.is_admin:
+        if not principal().is_admin:
             abort(403)
         return view(*args, **kwargs)
 
@@ -39,6 +45,12 @@ def register(app) -> None:
     for module in (auth, jobs, admin):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
+    app.context_processor(_principal_for_templates)
+
+
+def _principal_for_templates() -> dict[str, Principal | None]:
+    """``principal`` in every template: None for a visitor who is not logged in."""
+    return {"principal": principal() if current_user.is_authenticated else None}
 
 
 def refuse_unstorable_text():

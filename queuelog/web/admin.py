@@ -15,9 +15,9 @@ from wtforms import SelectChoice
 
 from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
 from queuelog.models import ApiKey, AuditLog, User
-from queuelog.queue import InvalidState, JobNotFound
+from queuelog.queue import QueueError
 from queuelog.queue.stats import QueueStats
-from queuelog.queue.types import MAX_SCHEMA_DEPTH, NAME_PATTERN, SchemaProblem, check_schema
+from queuelog.queue.types import NAME_PATTERN, check_schema, schema_too_deep
 from queuelog.web import admin_required, db, queue
 from queuelog.web.forms import (
     ConfirmForm,
@@ -62,8 +62,8 @@ def error_group_action(group_id: str, action: str):
                 else:
                     queue().cancel(job_id, current_user.username)
                 done += 1
-            except (InvalidState, JobNotFound):
-                continue  # changed since the confirmation: leave it
+            except QueueError:
+                continue  # changed since the confirmation (not failed, not pending, gone): leave it
         message = (
             ngettext("%(num)d job retried.", "%(num)d jobs retried.", done)
             if action == "retry"
@@ -199,27 +199,11 @@ def _schema_from(form: JobTypeForm):
         form.payload_schema.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
         return None, False
     except RecursionError:  # deeper than the JSON parser goes: far past the depth limit
-        problem = SchemaProblem("too-deep", "")
+        problem = schema_too_deep()
     if problem:
-        form.payload_schema.errors.append(_schema_message(problem))
+        form.payload_schema.errors.append(refusal_text(problem))
         return None, False
     return schema, True
-
-
-def _schema_message(problem: SchemaProblem) -> str:
-    """A refused payload schema, said in the page's language."""
-    messages = {
-        "not-object": _("The schema must be a JSON object."),
-        "bad-text": _("The schema contains characters that cannot be stored (such as the NUL character)."),
-        "not-finite": _("Numbers in the schema must be finite (no NaN or Infinity)."),
-        "too-deep": _("The schema is nested more than %(depth)d levels deep.", depth=MAX_SCHEMA_DEPTH),
-        "remote-ref": _(
-            "The schema refers to another document; only references within the schema (starting with #) are allowed, and nothing is fetched."
-        ),
-        "unresolvable-ref": _("A reference in the schema points at nothing in it."),
-    }
-    reason = problem.detail.split(": ", 1)[-1]  # the JSON Schema library's own (English) words
-    return messages.get(problem.code) or _("Not a valid JSON Schema: %(reason)s", reason=reason)
 
 
 @bp.route("/types", methods=["GET", "POST"])
