@@ -11,10 +11,13 @@ from queuelog.client import (
     Forbidden,
     MethodNotAllowed,
     NotFound,
+    NotLeaseHolder,
     PayloadTooLarge,
     QueuelogError,
     RateLimited,
+    ServerError,
     Unauthorized,
+    UnsupportedMediaType,
     ValidationFailed,
 )
 from tests.client.proxy import FlakyProxy, canned
@@ -120,3 +123,45 @@ def test_a_refusal_that_is_no_problem_document(served):
     assert (error.status, error.type, error.title, error.errors) == (403, "about:blank", "Forbidden", [])
     assert error.detail == "<html> <body> <h1>403 Forbidden</h1> blocked by policy </body></html>"
     assert len(proxy.requests) == 1
+
+
+def test_a_report_from_a_worker_that_does_not_hold_the_job(served):
+    """The worker endpoints' refusal, through the client's general ``request`` with a worker's key."""
+    job = served.client(served.admin_key()).enqueue("email", priority="critical")  # claimed first
+    worker = served.client(served.worker_key())
+    claimed = worker.request("POST", "/jobs/claim", {"types": ["email"]})
+    assert claimed["id"] == job.id
+    with pytest.raises(NotLeaseHolder) as caught:
+        worker.request("POST", f"/jobs/{job.id}/complete", {"lease_token": "0" * 32})
+    assert (caught.value.status, caught.value.type, caught.value.title) == (
+        409,
+        "not-lease-holder",
+        "Not the lease holder",
+    )
+    worker.request("POST", f"/jobs/{job.id}/complete", {"lease_token": claimed["lease_token"]})
+
+
+def test_a_body_that_is_not_json(served):
+    with pytest.raises(UnsupportedMediaType) as caught:
+        served.client().request("POST", "/jobs", {"type": "email"}, headers={"Content-Type": "text/plain"})
+    assert (caught.value.status, caught.value.type) == (415, "unsupported-media-type")
+
+
+def test_a_server_error_is_not_retried(served):
+    problem = {
+        "type": "/problems/internal-error",
+        "title": "Internal server error",
+        "status": 500,
+        "detail": "oops",
+    }
+    proxy = FlakyProxy(
+        served.port,
+        [canned("500 Internal Server Error", json.dumps(problem).encode(), "application/problem+json")],
+    )
+    try:
+        with pytest.raises(ServerError) as caught:
+            served.client(url=proxy.url).get(1)
+    finally:
+        proxy.close()
+    assert (caught.value.status, caught.value.type, caught.value.detail) == (500, "internal-error", "oops")
+    assert len(proxy.requests) == 1 and caught.value.attempts == 1
