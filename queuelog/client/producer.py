@@ -89,11 +89,19 @@ class Client:
         return pause
 
     def request(
-        self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        retries: int | None = None,
     ) -> Any:
         """Send one request, retrying as the module says; returns the decoded answer of a 2xx, or raises
         the ``QueuelogError`` of the last answer (``ConnectionFailed`` when there was none). The error's
-        ``attempts`` says how many times the request was sent."""
+        ``attempts`` says how many times the request was sent. ``retries`` overrides the client's: give 0
+        for a request that is not safe to send twice."""
+        retries = self.retries if retries is None else retries
         attempt = 0
         while True:
             attempt += 1
@@ -108,7 +116,7 @@ class Client:
                 if answer.status not in RETRIED_STATUSES:
                     error.attempts = attempt
                     raise error
-            if attempt > self.retries:
+            if attempt > retries:
                 error.attempts = attempt
                 raise error
             time.sleep(self._pause(attempt, error.retry_after))

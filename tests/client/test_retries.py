@@ -148,3 +148,11 @@ def test_a_server_that_does_not_answer_in_time(served, proxy):
         client.enqueue("email")
     assert 1.0 <= time.monotonic() - started < 5
     assert caught.value.attempts == 2 and "timed out" in caught.value.detail
+
+
+def test_one_request_may_forgo_the_retries(served, proxy):
+    client = served.client(url=proxy.url, retries=5)
+    proxy.script = ["502"]
+    with pytest.raises(Unavailable) as caught:
+        client.request("POST", "/jobs/claim", {}, retries=0)  # a claim sent twice would claim twice
+    assert caught.value.attempts == 1 and len(proxy.requests) == 1
