@@ -172,10 +172,11 @@ def test_starting_from_a_checkout_writes_no_catalog(fresh_start):
     assert list(translations.glob("*/LC_MESSAGES/*.mo")) == []
 
 
-def test_the_worker_client_imports_no_server_package():
-    """Worker machines install queuelog without the server extra: the client must not need it."""
+def test_the_worker_and_producer_clients_import_no_server_package():
+    """Worker and producer machines install queuelog without the server extra: the clients must not need
+    it."""
     code = (
-        "import sys, queuelog.worker, queuelog.worker.cli, queuelog.worker.demo\n"
+        "import sys, queuelog.worker, queuelog.worker.cli, queuelog.worker.demo, queuelog.client\n"
         "loaded = sorted(m for m in ('flask', 'sqlalchemy', 'psycopg', 'alembic', 'werkzeug') if m in sys.modules)\n"
         "print(','.join(loaded))\n"
     )

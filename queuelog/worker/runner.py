@@ -22,9 +22,9 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
+from queuelog.job import Job  # what a handler receives: the job as claimed
 from queuelog.redact import redact_error
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
 from queuelog.worker.leases import Held, heartbeat_loop
@@ -37,18 +37,6 @@ STEP = 0.1  # seconds between checks for a stop request while the main thread wa
 
 class PermanentFailure(Exception):
     """Raise from a handler when retrying cannot help (bad input, say): the job fails without retries."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """What a handler receives."""
-
-    id: int
-    type: str
-    payload: dict[str, Any]
-    attempt: int
-    max_retries: int
-    raw: dict[str, Any]
 
 
 class Worker:
@@ -203,8 +191,10 @@ class Worker:
         return self._exit_code
 
     def _run_job(self, raw: dict[str, Any]) -> None:
-        job = Job(raw["id"], raw["type"], raw["payload"], raw["retry_count"] + 1, raw["max_retries"], raw)
-        where = f"job {job.id} ({job.type}) attempt {job.attempt} of {job.max_retries + 1}"
+        job = Job.from_json(raw)
+        where = f"job {job.id} ({job.type}) attempt {job.attempt}"
+        if job.max_retries is not None:
+            where += f" of {job.max_retries + 1}"
         started = time.perf_counter()
         try:
             result = self._call(job)
