@@ -27,7 +27,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
         if row["scenario"] == "core":
             lines.append(
                 f"{head} queuelog {row['queuelog_per_s']:>9,.0f}/s  raw {row['raw_per_s']:>9,.0f}/s"
-                f"  ratio {row['ratio']:.2f}x"
+                f"  ratio {row['ratio']:.2f}x  minimal {row['minimal_per_s']:>9,.0f}/s"
+                f"  ratio {row['ratio_minimal']:.2f}x"
             )
         elif row["scenario"] == "pages":
             lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")

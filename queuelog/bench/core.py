@@ -1,7 +1,9 @@
-"""In-process scenarios: the queue layer next to a raw driver loop running the very same statements.
+"""In-process scenarios: the queue layer next to a raw driver loop running the very same statements, and
+next to a minimal queue on the bare driver (minimal.py).
 
 - ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), and batch
-  claim of 100 + batch complete, each as jobs/s for queuelog and for the raw loop, with the ratio.
+  claim of 100 + batch complete, each as jobs/s for queuelog, for the raw loop running its statements and
+  for the minimal loop, with the ratios queuelog / raw and queuelog / minimal.
 - ``backlog``: claim latency p50/p99 with 1,000, N/10 and N pending jobs, and 1,000 pending beside N finished.
 """
 
@@ -13,6 +15,9 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
+from queuelog.bench import minimal
 from queuelog.bench.targets import Target, progress
 from queuelog.engines import JobRecord
 from queuelog.models import utcnow
@@ -192,11 +197,22 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
     }
 
 
+def minimal_loop(target: Target, n: int, batch: int) -> dict[str, float]:
+    """The floor: a minimal queue on the bare driver (queuelog/bench/minimal.py)."""
+    payloads = [_spec(i).payload_json for i in range(n)]
+    url = target.empty("minimal")
+    if target.engine == "sqlite":
+        return minimal.sqlite_loop(make_url(url).database, payloads, batch)
+    return minimal.postgres_loop(url, payloads, batch)
+
+
 def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, Any]]:
+    """queuelog, the raw driver running queuelog's statements, and the minimal loop, one after another."""
     layer_queue = target.queue(target.fresh("layer"))
     layer = layer_loop(layer_queue, n, batch)
     layer_queue.db.dispose()
     raw = raw_loop(target, target.fresh("raw"), n, batch)
+    floor = minimal_loop(target, n, batch)
     return [
         {
             "scenario": "core",
@@ -205,6 +221,8 @@ def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, An
             "queuelog_per_s": layer[op],
             "raw_per_s": raw[op],
             "ratio": layer[op] / raw[op],
+            "minimal_per_s": floor[op],
+            "ratio_minimal": layer[op] / floor[op],
         }
         for op in layer
     ]
