@@ -36,6 +36,8 @@ def test_in_process_scenarios(scenario):
         assert row["scenario"] == scenario
         if scenario == "core":
             assert row["queuelog_per_s"] > 0 and row["raw_per_s"] > 0 and row["ratio"] > 0
+            assert row["minimal_per_s"] > 0
+            assert row["ratio_minimal"] == pytest.approx(row["queuelog_per_s"] / row["minimal_per_s"])
         else:
             assert row["p50_ms"] > 0
     if scenario == "core":

@@ -239,10 +239,16 @@ class PostgresEngine(EngineReads, OrmJobTypes):
 
     def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
         total = 0
-        while (deleted := self._run(PRUNE, {"cutoff": finished_before, "batch": batch})) == batch:
+        while (deleted := self._count(PRUNE, {"cutoff": finished_before, "batch": batch})) == batch:
             total += deleted
         self._run(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total + deleted
+
+    @retry_aborted
+    def _count(self, statement: str, params: dict[str, Any]) -> int:
+        """One autocommitted statement that answers a count."""
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            return int(cur.execute(statement, params).fetchone()[0])
 
     @retry_aborted
     def _run(self, statement: str, params: dict[str, Any]) -> int:
