@@ -198,8 +198,9 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[A
 
 
 def decode_time(value: datetime | None) -> datetime | None:
-    """A timestamptz as psycopg answers it (in the session's zone), made UTC."""
-    return None if value is None else value.astimezone(UTC)
+    """A timestamptz as psycopg answers it (in the session's zone: UTC itself, as the engine sets it),
+    made UTC."""
+    return None if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
 def schema_text(schema: Any) -> str | None:
@@ -213,9 +214,10 @@ _record = JobRecord._make
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
     """A ``jobs`` row in ``JOB_COLUMNS`` order. psycopg parses jsonb; times come in the session's time
-    zone and are made UTC."""
+    zone (UTC, unless the connection predates the engine) and are made UTC."""
     values = list(row)
     for i in _TIMES:
-        if values[i] is not None:
-            values[i] = values[i].astimezone(UTC)
+        value = values[i]
+        if value is not None and value.tzinfo is not UTC:
+            values[i] = value.astimezone(UTC)
     return _record(values)

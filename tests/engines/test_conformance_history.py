@@ -3,7 +3,10 @@ pruned job's history with it (job_events carries no foreign key since migration 
 
 from __future__ import annotations
 
-from queuelog.engines import Backoff
+from datetime import UTC
+
+from queuelog.db import Database
+from queuelog.engines import Backoff, engine_for
 from tests.engines.conftest import NOW, count_jobs, later, new
 
 NO_WAIT = Backoff(0, 0)
@@ -90,3 +93,23 @@ def test_prune_deletes_the_history_of_the_jobs_it_deletes_and_no_other(db, engin
     assert history_rows(db) == [(jobs[5].id, 1), (jobs[6].id, 1)]  # no history left without its job
     assert history(engine, jobs[5].id) + history(engine, jobs[6].id) == kept
     assert counted(engine) == count_jobs(db)
+
+
+def test_times_come_back_in_utc_whatever_the_sessions_zone(db):
+    fresh = Database(db.url.render_as_string(hide_password=False))  # its engine is made before any connection
+    engine = engine_for(fresh)
+    [(job, _)] = engine.insert("alice", [new()], NOW)
+    [held] = claim(engine).jobs
+    if engine.name == "postgresql":
+        with fresh.cursor() as cur:
+            assert cur.execute("SHOW TimeZone").fetchone()[0] == "UTC"  # set by the engine
+            # A connection in another zone (one opened before the engine was made) decodes alike.
+            cur.execute("SET TIME ZONE 'Asia/Tokyo'")
+        with fresh.cursor() as cur:
+            assert cur.execute("SHOW TimeZone").fetchone()[0] == "Asia/Tokyo"
+    got = engine.get(job.id)
+    assert got == held and got.claimed_at == NOW
+    times = [getattr(got, name) for name in got._fields if name.endswith("_at")]
+    assert all(value.tzinfo is UTC for value in times if value is not None)
+    assert [event.at.tzinfo for event in engine.events(job.id)] == [UTC, UTC]
+    fresh.dispose()
