@@ -235,7 +235,7 @@ class JobEvent(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     # No foreign key: every history row is written by the statement (or transaction) that changes its job,
     # and pruning deletes a job's history with it (queuelog/engines/). A foreign key would check every
-    # history row against jobs, the largest part of a batch's cost on PostgreSQL (README, Performance).
+    # history row against jobs: a sizeable part of a batch's cost on PostgreSQL (README, Performance).
     job_id: Mapped[int] = mapped_column(BigId)
     at: Mapped[datetime] = mapped_column(Timestamp())
     event: Mapped[str] = mapped_column(String(32))

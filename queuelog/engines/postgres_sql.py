@@ -124,10 +124,12 @@ RETRY = (
     f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r"
 )
 # A batch of old finished jobs (through the partial index ix_jobs_finished) and their history, in one
-# statement; it answers how many jobs it deleted.
+# statement; it answers how many jobs it deleted. The status is checked again on the row to delete: a job
+# an admin retried while this statement waited for its lock is pending now, and stays.
+_FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 PRUNE = (
-    "WITH gone AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed',"
-    " 'cancelled') AND finished_at < %(cutoff)s LIMIT %(batch)s) RETURNING id),"
+    f"WITH gone AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED}"
+    f" AND finished_at < %(cutoff)s LIMIT %(batch)s) AND {_FINISHED} RETURNING id),"
     " h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT count(*) FROM gone"
 )
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"

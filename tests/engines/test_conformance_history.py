@@ -3,6 +3,8 @@ pruned job's history with it (job_events carries no foreign key since migration 
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC
 
 from queuelog.db import Database
@@ -113,3 +115,50 @@ def test_times_come_back_in_utc_whatever_the_sessions_zone(db):
     assert all(value.tzinfo is UTC for value in times if value is not None)
     assert [event.at.tzinfo for event in engine.events(job.id)] == [UTC, UTC]
     fresh.dispose()
+
+
+def test_prune_spares_a_job_retried_while_it_waited(db, engine):
+    """A job an admin puts back to pending while a prune waits for it is pending, and is not pruned."""
+    [(job, _)] = engine.insert("alice", [new()], NOW)
+    assert engine.cancel(job.id, "alice", now=NOW).status == "cancelled"
+    other = db.engine.raw_connection()
+    conn = other.driver_connection
+    cur = conn.cursor()
+    # The retry, begun and not yet committed: it holds the job's row (PostgreSQL) or the write lock (SQLite).
+    if engine.name == "sqlite":
+        cur.execute("BEGIN IMMEDIATE")
+    cur.execute(
+        db.sql("UPDATE jobs SET status = 'pending', finished_at = NULL WHERE id = :id"), {"id": job.id}
+    )
+    pruned: list[int] = []
+    pruning = threading.Thread(
+        target=lambda: pruned.append(engine.prune(finished_before=later(60), batch=10, throughput_before=NOW))
+    )
+    pruning.start()
+    _wait_until_blocked(db, engine)
+    conn.commit()
+    pruning.join(timeout=30)
+    other.close()
+    assert pruned == [0]
+    assert engine.get(job.id).status == "pending" and history(engine, job.id)[:2] == [
+        ("enqueued", "alice", 0, None),
+        ("cancelled", "alice", 0, None),
+    ]
+
+
+def _wait_until_blocked(db, engine) -> None:
+    """Until the prune waits for the lock (PostgreSQL shows it; on SQLite, give it time to get there)."""
+    if engine.name == "sqlite":
+        time.sleep(0.3)
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with db.cursor() as cur:
+            waiting = cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database() AND query LIKE 'WITH gone AS%%'"
+            ).fetchone()[0]
+        if waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the prune never waited for the row")
