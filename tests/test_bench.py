@@ -44,6 +44,12 @@ def test_in_process_scenarios(scenario):
         assert {row["operation"] for row in rows} == {"enqueue", "claim_complete", "batch_50"}
 
 
+def test_core_by_cpu_time():
+    rows = run_bench("core", "--jobs", "200", "--batch", "50", "--clock", "cpu")
+    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50"]
+    assert all(row["queuelog_per_s"] > 0 and row["minimal_per_s"] > 0 for row in rows)
+
+
 def test_http_scenario():
     rows = run_bench("http", "--jobs", "200", "--clients", "2", "--workers", "1", "--threads", "4")
     operations = [row["operation"] for row in rows]

@@ -202,7 +202,7 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[A
 def decode_time(value: datetime | None) -> datetime | None:
     """A timestamptz as psycopg answers it (in the session's zone: UTC itself, as the engine sets it),
     made UTC."""
-    return None if value is None or value.tzinfo is UTC else value.astimezone(UTC)
+    return value if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
 def schema_text(schema: Any) -> str | None:

@@ -99,22 +99,29 @@ def test_prune_deletes_the_history_of_the_jobs_it_deletes_and_no_other(db, engin
 
 def test_times_come_back_in_utc_whatever_the_sessions_zone(db):
     fresh = Database(db.url.render_as_string(hide_password=False))  # its engine is made before any connection
-    engine = engine_for(fresh)
-    [(job, _)] = engine.insert("alice", [new()], NOW)
-    [held] = claim(engine).jobs
-    if engine.name == "postgresql":
-        with fresh.cursor() as cur:
-            assert cur.execute("SHOW TimeZone").fetchone()[0] == "UTC"  # set by the engine
-            # A connection in another zone (one opened before the engine was made) decodes alike.
-            cur.execute("SET TIME ZONE 'Asia/Tokyo'")
-        with fresh.cursor() as cur:
-            assert cur.execute("SHOW TimeZone").fetchone()[0] == "Asia/Tokyo"
-    got = engine.get(job.id)
+    try:
+        engine = engine_for(fresh)
+        [(job, _)] = engine.insert("alice", [new()], NOW)
+        [held] = claim(engine).jobs
+        _check_utc(engine, job.id, held)
+        if engine.name == "postgresql":
+            with fresh.cursor() as cur:
+                assert cur.execute("SHOW TimeZone").fetchone()[0] == "UTC"  # set by the engine
+                # A connection in another zone (one opened before the engine was made) decodes alike.
+                cur.execute("SET TIME ZONE 'Asia/Tokyo'")
+            with fresh.cursor() as cur:
+                assert cur.execute("SHOW TimeZone").fetchone()[0] == "Asia/Tokyo"
+        _check_utc(engine, job.id, held)
+    finally:
+        fresh.dispose()
+
+
+def _check_utc(engine, job_id, held):
+    got = engine.get(job_id)
     assert got == held and got.claimed_at == NOW
     times = [getattr(got, name) for name in got._fields if name.endswith("_at")]
     assert all(value.tzinfo is UTC for value in times if value is not None)
-    assert [event.at.tzinfo for event in engine.events(job.id)] == [UTC, UTC]
-    fresh.dispose()
+    assert [(event.at, event.at.tzinfo) for event in engine.events(job_id)] == [(NOW, UTC), (NOW, UTC)]
 
 
 def test_prune_spares_a_job_retried_while_it_waited(db, engine):
