@@ -15,8 +15,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
 from queuelog.bench import minimal
 from queuelog.bench.targets import Target, progress
 from queuelog.engines import JobRecord
@@ -197,22 +195,13 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
     }
 
 
-def minimal_loop(target: Target, n: int, batch: int) -> dict[str, float]:
-    """The floor: a minimal queue on the bare driver (queuelog/bench/minimal.py)."""
-    payloads = [_spec(i).payload_json for i in range(n)]
-    url = target.empty("minimal")
-    if target.engine == "sqlite":
-        return minimal.sqlite_loop(make_url(url).database, payloads, batch)
-    return minimal.postgres_loop(url, payloads, batch)
-
-
 def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, Any]]:
     """queuelog, the raw driver running queuelog's statements, and the minimal loop, one after another."""
     layer_queue = target.queue(target.fresh("layer"))
     layer = layer_loop(layer_queue, n, batch)
     layer_queue.db.dispose()
     raw = raw_loop(target, target.fresh("raw"), n, batch)
-    floor = minimal_loop(target, n, batch)
+    floor = minimal.run(target, [_spec(i).payload_json for i in range(n)], batch)
     return [
         {
             "scenario": "core",

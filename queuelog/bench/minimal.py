@@ -83,6 +83,14 @@ def _now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def run(target: Any, payloads: list[str], batch: int) -> dict[str, float]:
+    """The minimal loop on a new, empty database of ``target`` (queuelog/bench/targets.py)."""
+    url = target.empty("minimal")
+    if target.engine == "sqlite":
+        return sqlite_loop(make_url(url).database, payloads, batch)
+    return postgres_loop(url, payloads, batch)
+
+
 def sqlite_loop(path: str, payloads: list[str], batch: int) -> dict[str, float]:
     """The minimal loop on a new SQLite file at ``path``: jobs/s for each operation."""
     conn = sqlite3.connect(path, isolation_level=None)
