@@ -36,10 +36,18 @@ def test_in_process_scenarios(scenario):
         assert row["scenario"] == scenario
         if scenario == "core":
             assert row["queuelog_per_s"] > 0 and row["raw_per_s"] > 0 and row["ratio"] > 0
+            assert row["minimal_per_s"] > 0
+            assert row["ratio_minimal"] == pytest.approx(row["queuelog_per_s"] / row["minimal_per_s"])
         else:
             assert row["p50_ms"] > 0
     if scenario == "core":
         assert {row["operation"] for row in rows} == {"enqueue", "claim_complete", "batch_50"}
+
+
+def test_core_by_cpu_time():
+    rows = run_bench("core", "--jobs", "200", "--batch", "50", "--clock", "cpu")
+    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50"]
+    assert all(row["queuelog_per_s"] > 0 and row["minimal_per_s"] > 0 for row in rows)
 
 
 def test_http_scenario():

@@ -69,11 +69,13 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # Settle expired leases, pick and lease jobs, and log both, in one statement; rows come back tagged
 # 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
+# The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
+# CTE would let the planner hash it against a scan of the whole table).
 CLAIM = {
     typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), picked AS ({pick} FOR UPDATE SKIP LOCKED),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
-    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s FROM picked"
-    f" WHERE jobs.id = picked.id RETURNING {_RETURNING}),"
+    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
+    f" WHERE jobs.id = ANY(ARRAY(SELECT id FROM picked)) RETURNING {_RETURNING}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
     f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
     for typed, pick in PICK.items()
@@ -89,11 +91,13 @@ COMPLETE = (
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
 # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name,
-# under the same holder guard as a single complete.
+# under the same holder guard as a single complete. `id = ANY(ids)` reaches them by primary key rather
+# than through every running job.
 COMPLETE_MANY = (
     f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb"
     " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
-    " WHERE jobs.id = b.id AND jobs.status = 'running' AND jobs.worker_id = %(worker)s"
+    " WHERE jobs.id = ANY(%(ids)s::bigint[]) AND jobs.id = b.id AND jobs.status = 'running'"
+    " AND jobs.worker_id = %(worker)s"
     f" AND jobs.lease_token = b.token RETURNING {_RETURNING}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
@@ -119,9 +123,14 @@ RETRY = (
     " updated_at = %(now)s WHERE id = %(id)s AND status IN ('failed', 'cancelled')"
     f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r"
 )
+# A batch of old finished jobs (through the partial index ix_jobs_finished) and their history, in one
+# statement; it answers how many jobs it deleted. The status is checked again on the row to delete: a job
+# an admin retried while this statement waited for its lock is pending now, and stays.
+_FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 PRUNE = (
-    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-    " AND finished_at < %(cutoff)s LIMIT %(batch)s)"
+    f"WITH gone AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED}"
+    f" AND finished_at < %(cutoff)s LIMIT %(batch)s) AND {_FINISHED} RETURNING id),"
+    " h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT count(*) FROM gone"
 )
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"
 
@@ -191,8 +200,9 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[A
 
 
 def decode_time(value: datetime | None) -> datetime | None:
-    """A timestamptz as psycopg answers it (in the session's zone), made UTC."""
-    return None if value is None else value.astimezone(UTC)
+    """A timestamptz as psycopg answers it (in the session's zone: UTC itself, as the engine sets it),
+    made UTC."""
+    return value if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
 def schema_text(schema: Any) -> str | None:
@@ -206,9 +216,10 @@ _record = JobRecord._make
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
     """A ``jobs`` row in ``JOB_COLUMNS`` order. psycopg parses jsonb; times come in the session's time
-    zone and are made UTC."""
+    zone (UTC, unless the connection predates the engine) and are made UTC."""
     values = list(row)
     for i in _TIMES:
-        if values[i] is not None:
-            values[i] = values[i].astimezone(UTC)
+        value = values[i]
+        if value is not None and value.tzinfo is not UTC:
+            values[i] = value.astimezone(UTC)
     return _record(values)

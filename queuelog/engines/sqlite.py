@@ -37,6 +37,7 @@ from queuelog.engines.sqlite_sql import (
     MINUTE,
     PICK,
     PRUNE,
+    PRUNE_HISTORY,
     PRUNE_THROUGHPUT,
     RETRY,
     SET_AVAILABLE,
@@ -248,6 +249,7 @@ class SQLiteEngine(EngineReads, OrmJobTypes):
         total = 0
         while True:
             with self.db.cursor(write=True) as cur:
+                cur.execute(PRUNE_HISTORY, {"cutoff": cutoff, "batch": batch})
                 deleted = cur.execute(PRUNE, {"cutoff": cutoff, "batch": batch}).rowcount
             total += deleted
             if deleted < batch:

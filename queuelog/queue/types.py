@@ -178,12 +178,12 @@ class JobTypeRules:
     def check(self, specs: Sequence[JobSpec]) -> None:
         """Raise ``JobValidationError`` unless every spec names an enabled type and fits its schema."""
         rules = self._load()
-        allowed = sorted(name for name, (enabled, _) in rules.items() if enabled)
         many = len(specs) > 1
         for index, spec in enumerate(specs):
             prefix = f"jobs[{index}]." if many else ""
             enabled, schema = rules.get(spec.type, (False, None))
-            if not enabled:
+            if not enabled:  # the allowed names are listed only when needed: this runs on every enqueue
+                allowed = sorted(name for name, (on, _) in rules.items() if on)
                 raise JobValidationError(
                     Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
                 )
