@@ -34,9 +34,9 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, jobs
+    from queuelog.web import admin, auth, bulk, jobs
 
-    for module in (auth, jobs, admin):
+    for module in (auth, jobs, admin, bulk):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
@@ -18,9 +19,11 @@ from queuelog.auth import PRODUCER_MAX_PRIORITY
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import IdempotencyKeyReused, InvalidState, JobNotFound, JobValidationError
+from queuelog.queue.console import SCAN, Console
 from queuelog.queue.stats import QueueStats
 from queuelog.web import queue
 from queuelog.web.forms import ConfirmForm, SubmitJobForm
+from queuelog.web.search import parse_search
 
 bp = Blueprint("web_jobs", __name__)
 JOB_PAGE_REFRESH_SECONDS = 5  # how often the page of a pending or running job reloads itself
@@ -168,29 +171,26 @@ def _form_message(error: dict) -> str:
 @bp.get("/queue")
 @login_required
 def job_list():
-    args = request.args
-    filters = {}
-    if args.get("status") in STATUSES:
-        filters["status"] = args["status"]
-    if args.get("priority") in PRIORITIES:
-        filters["priority"] = PRIORITIES[args["priority"]]
-    if args.get("type"):
-        filters["type"] = args["type"][:64]
-    before = ascii_int(args.get("before"))
-    jobs = queue().list_jobs(owner=_owner_scope(), before_id=before, limit=PAGE_SIZE + 1, **filters)
-    older = jobs[PAGE_SIZE - 1]["id"] if len(jobs) > PAGE_SIZE else None
-    query = {k: v for k, v in args.items() if k in ("status", "priority", "type") and v}
+    """The jobs list and its search (queuelog/web/search.py); admins choose rows for bulk actions here."""
+    parsed = parse_search(request.args, admin=current_user.is_admin, username=current_user.username)
+    before = ascii_int(request.args.get("before"))
+    page = None
+    if not parsed.errors:
+        page = Console(queue()).search(parsed.search, before_id=before, limit=PAGE_SIZE)
     return render_template(
         "jobs/list.html",
-        jobs=jobs[:PAGE_SIZE],
-        older=older,
-        query=query,
+        jobs=page.jobs if page else [],
+        page=page,
+        scan=SCAN,
+        errors=parsed.errors,
+        query=parsed.query,
+        back=urlencode(parsed.query),
         statuses=STATUSES,
         priorities=list(PRIORITIES),
         types=[t.name for t in queue().types.all()],
         first_page=before is None,
         priority_names=PRIORITY_NAMES,
-    )
+    ), (422 if parsed.errors else 200)
 
 
 @bp.get("/queue/<jobid:job_id>")
