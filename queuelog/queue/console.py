@@ -38,13 +38,15 @@ class Progress(NamedTuple):
 class Console:
     """Search and bulk actions over a ``Queue``'s engine."""
 
-    def __init__(self, queue: Queue):
+    def __init__(self, queue: Queue, *, scan: int = SCAN, budget: float = BUDGET_SECONDS):
         self.queue = queue
         self.engine = queue.engine
+        self.scan = scan
+        self.budget = budget
 
-    def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int = SCAN) -> SearchPage:
+    def search(self, search: JobSearch, *, before_id: int | None, limit: int) -> SearchPage:
         """A page of jobs matching ``search``, newest first, examining at most ``scan`` candidates."""
-        return self.engine.search(search, before_id=before_id, limit=limit, scan=scan)
+        return self.engine.search(search, before_id=before_id, limit=limit, scan=self.scan)
 
     def newest_id(self) -> int:
         """The newest job's id (0 when there are none): the ceiling of a bulk action confirmed now."""
@@ -68,13 +70,13 @@ class Console:
         actor: str,
         *,
         below: int,
-        budget: float = BUDGET_SECONDS,
     ) -> Progress:
         """Apply ``action`` to the jobs matching ``search`` with ids below ``below``, newest first, for
-        about ``budget`` seconds; returns how many changed and where to continue."""
+        about ``budget`` seconds (at least one page of the search); returns how many changed and where
+        to continue."""
         if action == "cancel" and search.status is None:
             search = search._replace(status="pending")  # the one status it applies to: use its index
-        deadline = time.monotonic() + budget
+        deadline = time.monotonic() + self.budget
         done, before = 0, below
         while True:
             page = self.search(search, before_id=before, limit=BATCH)

@@ -16,6 +16,14 @@ def queue() -> Queue:
     return current_app.extensions["queuelog"]["queue"]
 
 
+def console():
+    """The console's search and bulk actions, with the configured window and step (README, Configuration)."""
+    from queuelog.queue.console import Console
+
+    config = current_app.config["QUEUELOG"]
+    return Console(queue(), scan=max(1, config["SEARCH_SCAN"]), budget=config["BULK_STEP_SECONDS"])
+
+
 def db():
     return current_app.extensions["queuelog"]["db"]
 

@@ -14,10 +14,9 @@ from wtforms import SelectChoice
 
 from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
 from queuelog.models import ApiKey, AuditLog, User
-from queuelog.queue.console import Console
 from queuelog.queue.stats import QueueStats
 from queuelog.queue.types import MAX_SCHEMA_DEPTH, NAME_PATTERN, SchemaProblem, check_schema
-from queuelog.web import admin_required, db, queue
+from queuelog.web import admin_required, console, db, queue
 from queuelog.web.bulk import done_message, record
 from queuelog.web.forms import (
     ConfirmForm,
@@ -56,7 +55,7 @@ def error_group_action(group_id: str, action: str):
     if request.method == "POST" and form.validate_on_submit():
         # The same bulk action as the jobs list's (queuelog/queue/console.py): batches, each guarded by
         # status in its statement, so a job that changed since the confirmation is left alone.
-        done = Console(queue()).apply(action, job_ids, current_user.username)
+        done = console().apply(action, job_ids, current_user.username)
         record(action, f"error group {group_id}", f"{group.type}: {group.signature}", done)
         message = done_message(action, done)
         flash(message, "success")

@@ -17,8 +17,8 @@ from flask_login import current_user
 
 from queuelog.auth import audit
 from queuelog.inputs import ascii_int
-from queuelog.queue.console import ACTIONS, COUNT_CAP, Console
-from queuelog.web import admin_required, db, queue
+from queuelog.queue.console import ACTIONS, COUNT_CAP
+from queuelog.web import admin_required, console, db
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.search import parse_search
 
@@ -59,7 +59,7 @@ def selected():
         return redirect(back_url)
     form = ConfirmForm()
     if request.form.get("confirmed") == "1" and form.validate_on_submit():
-        done = Console(queue()).apply(action, job_ids, current_user.username)
+        done = console().apply(action, job_ids, current_user.username)
         record(action, "selected", "ids: " + " ".join(map(str, job_ids)), done)
         flash(done_message(action, done), "success")
         return redirect(back_url)
@@ -77,12 +77,12 @@ def matching(action: str):
     parsed = parse_search(values, admin=True, username=current_user.username)
     if parsed.errors:
         return redirect(url_for("web_jobs.job_list", **parsed.query))
-    console = Console(queue())
+    bulk = console()
     back = urlencode(parsed.query)
     form = ConfirmForm()
     if request.method == "GET":
-        ceiling = console.newest_id()
-        count = console.count(parsed.search, action, ceiling=ceiling)
+        ceiling = bulk.newest_id()
+        count = bulk.count(parsed.search, action, ceiling=ceiling)
         return render_template(
             "jobs/bulk_confirm.html",
             action=action,
@@ -98,7 +98,7 @@ def matching(action: str):
         abort(400)
     before = ascii_int(request.form.get("before")) or ceiling + 1
     total = ascii_int(request.form.get("total")) or 0
-    progress = console.apply_matching(action, parsed.search, current_user.username, below=before)
+    progress = bulk.apply_matching(action, parsed.search, current_user.username, below=before)
     record(action, "matching", f"search: {back or '(everything)'}; ids below {before}", progress.done)
     total += progress.done
     if progress.next_before is None:

@@ -19,9 +19,8 @@ from queuelog.auth import PRODUCER_MAX_PRIORITY
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import IdempotencyKeyReused, InvalidState, JobNotFound, JobValidationError
-from queuelog.queue.console import SCAN, Console
 from queuelog.queue.stats import QueueStats
-from queuelog.web import queue
+from queuelog.web import console, queue
 from queuelog.web.forms import ConfirmForm, SubmitJobForm
 from queuelog.web.search import parse_search
 
@@ -174,14 +173,14 @@ def job_list():
     """The jobs list and its search (queuelog/web/search.py); admins choose rows for bulk actions here."""
     parsed = parse_search(request.args, admin=current_user.is_admin, username=current_user.username)
     before = ascii_int(request.args.get("before"))
-    page = None
+    page, search = None, console()
     if not parsed.errors:
-        page = Console(queue()).search(parsed.search, before_id=before, limit=PAGE_SIZE)
+        page = search.search(parsed.search, before_id=before, limit=PAGE_SIZE)
     return render_template(
         "jobs/list.html",
         jobs=page.jobs if page else [],
         page=page,
-        scan=SCAN,
+        scan=search.scan,
         errors=parsed.errors,
         query=parsed.query,
         back=urlencode(parsed.query),
