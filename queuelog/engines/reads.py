@@ -26,7 +26,7 @@ from queuelog.engines.records import (
     SearchPage,
     ThroughputRow,
 )
-from queuelog.engines.search_sql import bind, count_statement, present, search_statements
+from queuelog.engines.search_sql import bind, count_statement, present, scans, search_statements
 
 
 class EngineReads:
@@ -115,15 +115,19 @@ class SearchReads:
 
     def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int) -> SearchPage:
         names = present(search)
-        page, window = search_statements(self.name, names, before_id is not None)
         params = {**bind(search, self.name, self.sql.bind_time), "before_id": before_id}
+        keyset = before_id is not None
         with self.db.cursor() as cur:
-            rows = cur.execute(page, {**params, "limit": limit + 1, "scan": scan}).fetchall()
-            jobs = [self.sql.decode_job(row) for row in rows[:limit]]
-            if len(rows) > limit:
-                return SearchPage(jobs, jobs[-1].id, False)
-            lowest, examined = cur.execute(window, {**params, "scan": scan}).fetchone()
-        full = examined >= scan and lowest is not None
+            lowest, full = None, False
+            if scans(names):
+                window, _ = search_statements(self.name, names, keyset, False)
+                lowest, examined = cur.execute(window, {**params, "scan": scan}).fetchone()
+                full = lowest is not None and examined >= scan
+            _, page = search_statements(self.name, names, keyset, full)
+            rows = cur.execute(page, {**params, "floor": lowest, "limit": limit + 1}).fetchall()
+        jobs = [self.sql.decode_job(row) for row in rows[:limit]]
+        if len(rows) > limit:
+            return SearchPage(jobs, jobs[-1].id, False)
         return SearchPage(jobs, lowest if full else None, full)
 
     def count_matching(self, search: JobSearch, *, action: str, ceiling: int, cap: int) -> int:

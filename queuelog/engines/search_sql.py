@@ -2,8 +2,9 @@
 
 A search has two parts. The fields the jobs table has an index for (id, owner, status, type, priority:
 ``ix_jobs_owner_id``, ``ix_jobs_status_id``, ``ix_jobs_type_id``, the primary key) choose the candidates,
-newest first, and at most ``scan`` of them are read; the other fields (worker, times, error text, a payload
-field) are checked on those candidates only. So a search costs at most ``scan`` rows however rare its
+newest first; the other fields (worker, times, error text, a payload field) are checked on the newest
+``scan`` candidates only: a first, index-only statement finds the lowest id of that window, and the page's
+statement does not go below it. So a search costs at most ``scan`` rows however rare its
 matches, and says so when it stopped at the end of its window (README, The pages).
 
 Statements are built per set of fields present and cached; values are always bound. The two dialects
@@ -99,19 +100,23 @@ def _where(conditions: list[str]) -> str:
     return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
+def scans(names: tuple[str, ...]) -> bool:
+    """Does a search of these fields check any on the window of candidates (or only through indexes)?"""
+    return any(name in SCANNED for name in names)
+
+
 @lru_cache(maxsize=256)
-def search_statements(dialect: str, names: tuple[str, ...], keyset: bool) -> tuple[str, str]:
-    """The page's statement (``limit`` matches among the ``scan`` newest candidates below ``before_id``)
-    and the window's statement (the lowest candidate id and how many candidates there were)."""
+def search_statements(dialect: str, names: tuple[str, ...], keyset: bool, floor: bool) -> tuple[str, str]:
+    """The window's statement (the lowest id and the number of the ``scan`` newest candidates below
+    ``before_id``: an index-only walk) and the page's (``limit`` matches, newest first, not below
+    ``floor`` when the window was full). Both walk one index from its newest end and stop early, so
+    neither reads more than the window."""
     d = Dialect(dialect)
     window = _exact(d, names) + ([f"id < {d.p('before_id')}"] if keyset else [])
-    candidates = f"SELECT {JOB_COLUMNS} FROM jobs{_where(window)} ORDER BY id DESC LIMIT {d.p('scan')}"
-    page = (
-        f"SELECT {JOB_COLUMNS} FROM ({candidates}) AS c{_where(_scanned(d, names))}"
-        f" ORDER BY id DESC LIMIT {d.p('limit')}"
-    )
     ids = f"SELECT id FROM jobs{_where(window)} ORDER BY id DESC LIMIT {d.p('scan')}"
-    return page, f"SELECT min(id), count(*) FROM ({ids}) AS w"
+    conditions = window + _scanned(d, names) + ([f"id >= {d.p('floor')}"] if floor else [])
+    page = f"SELECT {JOB_COLUMNS} FROM jobs{_where(conditions)} ORDER BY id DESC LIMIT {d.p('limit')}"
+    return f"SELECT min(id), count(*) FROM ({ids}) AS w", page
 
 
 @lru_cache(maxsize=256)

@@ -53,9 +53,9 @@ class Console:
         return self.engine.newest_id()
 
     def count(self, search: JobSearch, action: str, *, ceiling: int) -> int:
-        """How many jobs up to ``ceiling`` match and are in a state ``action`` applies to, up to
-        ``COUNT_CAP`` (a confirmation says "more than" when the count reaches it)."""
-        return self.engine.count_matching(search, action=action, ceiling=ceiling, cap=COUNT_CAP)
+        """How many jobs up to ``ceiling`` match and are in a state ``action`` applies to, counting at
+        most ``COUNT_CAP + 1``: a count above ``COUNT_CAP`` means "more than ``COUNT_CAP``"."""
+        return self.engine.count_matching(search, action=action, ceiling=ceiling, cap=COUNT_CAP + 1)
 
     def apply(self, action: str, job_ids: Sequence[int], actor: str) -> int:
         """Apply ``action`` to the jobs ``job_ids`` in batches; how many changed. Jobs no longer in a

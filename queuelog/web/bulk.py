@@ -86,8 +86,8 @@ def matching(action: str):
         return render_template(
             "jobs/bulk_confirm.html",
             action=action,
-            count=count,
-            capped=count >= COUNT_CAP,
+            count=min(count, COUNT_CAP),
+            capped=count > COUNT_CAP,
             query=parsed.query,
             ceiling=ceiling,
             back=back,

@@ -50,6 +50,7 @@ def test_search_then_retry_everything_matching_then_cancel_ticked_rows(
     page.get_by_role("button", name="Search").click()
     page.wait_for_url(re.compile(r".*/queue\?.*error=MAILBOX"))
     assert sorted(listed(page)) == full
+    screenshot(page, "console-search")
 
     # Everything matching: the confirmation states the count, then they are pending again.
     page.get_by_role("link", name="Retry all…").click()
@@ -86,6 +87,7 @@ def test_error_group_links_to_its_jobs_as_a_search(app, producer, worker, live_s
     login(page, server.url)
     page.goto(f"{server.url}/admin/errors")
     assert page.locator("figure.trend svg rect").count() == 1  # both failures in the last hour's bar
+    screenshot(page, "console-errors-phone")
     page.get_by_role("link", name="Search these jobs").click()
     page.wait_for_url(re.compile(r".*/queue\?.*error="))
     assert sorted(listed(page)) == ids
