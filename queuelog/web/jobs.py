@@ -186,6 +186,9 @@ def job_list():
         back=urlencode(parsed.query),
         statuses=STATUSES,
         priorities=list(PRIORITIES),
+        # Translated once per page rather than once per row: a page has 50 rows.
+        status_names={status: _(status) for status in STATUSES},
+        priority_labels={name: _(name) for name in PRIORITIES},
         types=[t.name for t in queue().types.all()],
         first_page=before is None,
         priority_names=PRIORITY_NAMES,

@@ -66,8 +66,8 @@ def test_search_then_retry_everything_matching_then_cancel_ticked_rows(
     # Ticked rows: two of the sync jobs are cancelled after a confirmation of two.
     page.goto(f"{server.url}/queue?type=sync")
     assert sorted(listed(page)) == waiting
-    page.get_by_label(f"Select job #{waiting[0]}").check()
-    page.get_by_label(f"Select job #{waiting[2]}").check()
+    page.get_by_label(f"Select #{waiting[0]}").check()
+    page.get_by_label(f"Select #{waiting[2]}").check()
     page.get_by_role("button", name="Cancel…").click()
     assert "You selected 2 jobs." in page.locator("main").inner_text()
     page.get_by_role("button", name="Yes, cancel 2 jobs").click()

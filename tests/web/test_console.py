@@ -170,12 +170,15 @@ def test_bulk_action_on_selected_rows_asks_then_retries_and_is_audited(app, admi
 
 
 def test_bulk_action_on_everything_matching_goes_in_steps_and_spares_later_jobs(app, admin_browser, producer):
-    ids = [producer.post("/jobs", json={"type": "email"}).json["id"] for _ in range(7)]
-    other = producer.post("/jobs", json={"type": "pdf"}).json["id"]
+    ids = [producer.post("/jobs", json={"type": "email", "payload": {"k": "v"}}).json["id"] for _ in range(7)]
+    other = producer.post("/jobs", json={"type": "pdf", "payload": {"k": "v"}}).json["id"]
+    unlike = producer.post("/jobs", json={"type": "email", "payload": {"k": "w"}}).json["id"]
     app.config["QUEUELOG"].update(SEARCH_SCAN=3, BULK_STEP_SECONDS=0)  # one window of 3 per step
-    confirm = admin_browser.get("/queue/bulk/cancel?type=email").get_data(as_text=True)
+    confirm = admin_browser.get("/queue/bulk/cancel?type=email&path=k&value=v").get_data(as_text=True)
     assert "7 jobs match this search." in confirm and "This will cancel 7 pending jobs." in confirm
-    late = producer.post("/jobs", json={"type": "email"}).json["id"]  # after the confirmation
+    late = producer.post("/jobs", json={"type": "email", "payload": {"k": "v"}}).json[
+        "id"
+    ]  # after the confirmation
     fields = hidden_fields(confirm, "/queue/bulk/cancel")
     steps = 0
     while True:
@@ -186,15 +189,17 @@ def test_bulk_action_on_everything_matching_goes_in_steps_and_spares_later_jobs(
         page = response.get_data(as_text=True)
         assert response.status_code == 200 and "Bulk action in progress" in page
         fields = hidden_fields(page, "/queue/bulk/cancel")
-    assert steps == 3 and response.location.endswith("/queue?type=email")
+    # 8 pending email jobs up to the confirmation's newest id, examined 3 at a time: 3 steps.
+    assert steps == 3 and response.location.endswith("/queue?type=email&path=k&value=v")
     assert "7 jobs cancelled." in admin_browser.get("/queue").get_data(as_text=True)
     assert {producer.get(f"/jobs/{i}").json["status"] for i in ids} == {"cancelled"}
     assert producer.get(f"/jobs/{late}").json["status"] == "pending"
     assert producer.get(f"/jobs/{other}").json["status"] == "pending"
+    assert producer.get(f"/jobs/{unlike}").json["status"] == "pending"
     rows = audit_rows(app)
     assert [r.action for r in rows] == ["jobs.bulk_cancel"] * 3
     assert sum(int(r.detail.rsplit(": ", 1)[1]) for r in rows) == 7
-    assert all(r.detail.startswith("search: type=email;") for r in rows)
+    assert all(r.detail.startswith("search: type=email&path=k&value=v;") for r in rows)
 
 
 def test_bulk_delete_removes_only_finished_jobs_and_the_counts_follow(
