@@ -48,6 +48,9 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "SESSION_IDLE": ("2h", str),
     # How many reverse proxies stand in front of the app (each appends to X-Forwarded-For).
     "TRUSTED_PROXIES": (0, _INT),
+    # The console: candidates one search page examines at most; seconds one step of a bulk action works.
+    "SEARCH_SCAN": (10000, _INT),
+    "BULK_STEP_SECONDS": (2.0, _float),
 }
 DURATIONS = ("SESSION_LIFETIME", "SESSION_IDLE")
 

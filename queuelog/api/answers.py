@@ -75,8 +75,14 @@ JOB_LIST = Shape(
     {
         "jobs": array(JOB),
         "next_cursor": answer({"type": ["string", "null"]}, "The cursor of the next page; null on the last."),
+        "window_full": answer(
+            {"type": "boolean"},
+            "True when the page stopped because it had examined its whole window of candidates (the filters"
+            " other than status, type and priority are checked on a bounded window): next_cursor goes on"
+            " below it. False when the page is full or nothing older matches.",
+        ),
     },
-    required=("jobs", "next_cursor"),
+    required=("jobs", "next_cursor", "window_full"),
     closed=False,
 )
 EVENT = Shape(

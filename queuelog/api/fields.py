@@ -152,3 +152,15 @@ def answer(schema: dict[str, Any], description: str | None = None, out: Any = No
 
 def array(item: Field, description: str | None = None) -> Field:
     return answer({"type": "array", "items": item.json_schema()}, description)
+
+
+PATH_KEYS = 8
+PATH_PATTERN = r'^[^."\\]{1,64}(?:\.[^."\\]{1,64}){0,7}$'  # 1 to PATH_KEYS keys
+
+
+def payload_path(description: str) -> Field:
+    """The keys of a payload field, separated by dots: 1 to 8 keys of 1 to 64 printable characters, none
+    holding a dot, a quote or a backslash; parsed into a tuple of keys."""
+    schema = {"$ref": REF + "PrintableText", "pattern": PATH_PATTERN, "description": description}
+    message = f"must be 1 to {PATH_KEYS} keys of 1 to 64 characters separated by dots, without quotes or backslashes"
+    return Field(schema, message, check=lambda value, path: tuple(value.split(".")))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import g, request, url_for
+from flask import current_app, g, request, url_for
 
 from queuelog.api.answers import EVENT
 from queuelog.api.base import (
@@ -24,6 +24,8 @@ from queuelog.api.validation import (
     read_body,
 )
 from queuelog.auth import Principal
+from queuelog.engines.records import JobSearch
+from queuelog.queue.console import Console
 
 # -- enqueue ------------------------------------------------------------------------------------------
 
@@ -66,11 +68,23 @@ def list_jobs():
     """List jobs."""
     principal: Principal = g.principal
     query = LIST_QUERY.parse(query_values(request.args))
-    filters = {key: query[key] for key in ("status", "type", "priority") if query[key] is not None}
-    limit, before = query["limit"], query["cursor"]
-    jobs = queue().list_jobs(owner=principal.owner_scope, before_id=before, limit=limit + 1, **filters)
-    next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
-    return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
+    if query["error"] is not None and not principal.sees_errors:
+        raise invalid("error", "may be used by admins only")
+    if (query["payload_path"] is None) != (query["payload_value"] is None):
+        missing = "payload_value" if query["payload_value"] is None else "payload_path"
+        raise invalid(missing, "is required with payload_path and payload_value")
+    fields = [name for name in JobSearch._fields if name not in ("id", "owner")]
+    search = JobSearch(
+        owner=principal.owner_scope,
+        **{name: query[name] for name in fields if query[name] is not None},
+    )
+    config = current_app.config["QUEUELOG"]
+    page = Console(queue(), scan=max(1, config["SEARCH_SCAN"])).search(
+        search, before_id=query["cursor"], limit=query["limit"]
+    )
+    next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
+    jobs = [job_json(j, principal) for j in page.jobs]
+    return json_response({"jobs": jobs, "next_cursor": next_cursor, "window_full": page.window_full})
 
 
 @bp.get("/jobs/<jobid:job_id>")

@@ -16,6 +16,7 @@ from queuelog.api.fields import (
     document,
     integer,
     number,
+    payload_path,
     priority,
     text,
     timestamp,
@@ -103,11 +104,37 @@ def decode_cursor(cursor: str, field: str = "cursor") -> int:
 
 LIST_QUERY = Shape(
     "JobListQuery",
-    "The query of GET /jobs: filters, page size and the cursor of the next page.",
+    "The query of GET /jobs: filters, page size and the cursor of the next page. status, type and priority"
+    " choose the candidates through indexes; the other filters are checked on at most QUEUELOG_SEARCH_SCAN"
+    " of them per page (README, The pages), and window_full in the answer says a page stopped there.",
     {
         "status": choice(STATUSES, "Only jobs in this state."),
         "type": text(64, "Only jobs of this type."),
         "priority": priority("Only jobs of this priority."),
+        "worker": text(
+            64, "Only jobs last held by this worker (its key's name). Checked on the window of candidates."
+        ),
+        "created_from": timestamp(
+            "Only jobs created at or after this time. Checked on the window of candidates."
+        ),
+        "created_to": timestamp("Only jobs created before this time. Checked on the window of candidates."),
+        "finished_from": timestamp(
+            "Only jobs finished at or after this time. Checked on the window of candidates."
+        ),
+        "finished_to": timestamp("Only jobs finished before this time. Checked on the window of candidates."),
+        "error": text(
+            200,
+            "Admins only: jobs whose latest (redacted) error contains this text, in any ASCII case, taken"
+            " literally. Checked on the window of candidates.",
+        ),
+        "payload_path": payload_path(
+            "With payload_value: the keys of a payload field, separated by dots (to, customer.email)."
+        ),
+        "payload_value": text(
+            200,
+            "With payload_path: the field's value written as text (a string as it is, 42, true). Checked"
+            " on the window of candidates.",
+        ),
         "limit": integer(1, 200, "Jobs per page; ASCII digits.", default=50),
         "cursor": Field(
             {

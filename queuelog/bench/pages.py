@@ -30,8 +30,8 @@ def _fill(target: Target, url: str, n: int) -> None:
     now = utcnow()
     job_sql = target.named(
         "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner, available_at,"
-        " created_at, updated_at, finished_at, error) VALUES (:type, :payload, :priority, :status, 0, 3, :owner,"
-        " :at, :at, :at, :finished, :error)"
+        " created_at, updated_at, finished_at, error, worker_id) VALUES (:type, :payload, :priority, :status, 0,"
+        " 3, :owner, :at, :at, :at, :finished, :error, :worker)"
     )
     batch = 20_000
     for first in range(0, n, batch):
@@ -49,6 +49,7 @@ def _fill(target: Target, url: str, n: int) -> None:
                     "at": d.bind_time(at),
                     "finished": d.bind_time(at) if status != "pending" else None,
                     "error": ERRORS[i % 3].format(n=i % 50) if status == "failed" else None,
+                    "worker": f"bench-worker-{i % 8}" if status != "pending" else None,
                 }
             )
         target.begin(cur)
@@ -114,7 +115,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
         ("GET /jobs, deep page", f"/jobs?limit=50&cursor={encode_cursor(middle)}", api),
         ("GET /jobs?type=pdf", "/jobs?type=pdf&limit=50", api),
         ("GET /metrics", "/metrics", api),
-    ]
+    ] + console_searches(n, now=utcnow())
     rows = []
     for label, path, headers in pages:
         rows.append(
@@ -127,3 +128,27 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
         )
     db.dispose()
     return rows
+
+
+def console_searches(n: int, *, now) -> list[tuple[str, str, dict]]:
+    """The console's searches (queuelog/web/search.py) and bulk confirmations, as an admin whose time zone
+    is UTC: fields matched through an index, and fields checked on the bounded window of candidates,
+    where a search that finds nothing costs the most (it reads its whole window)."""
+    hour_ago = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    half_hour_ago = (now - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M")
+    return [
+        ("search: job number", f"/queue?id={n // 2}", {}),
+        ("search: owner and type (indexes)", "/queue?owner=bob&type=pdf", {}),
+        ("search: worker, no match (whole window)", "/queue?worker=nobody", {}),
+        ("search: payload field, one match", f"/queue?path=n&value={n - 100}", {}),
+        ("search: payload field, no match (whole window)", "/queue?path=n&value=none", {}),
+        ("search: failed, error text", "/queue?status=failed&error=refused", {}),
+        ("search: created in a half hour", f"/queue?created_from={hour_ago}&created_to={half_hour_ago}", {}),
+        (
+            "search: finished, no match (whole window)",
+            "/queue?finished_from=2001-01-01T00:00&finished_to=2001-01-02T00:00",
+            {},
+        ),
+        ("bulk confirmation: retry all failed (count)", "/queue/bulk/retry?status=failed", {}),
+        ("bulk confirmation: delete all pdf (count, capped)", "/queue/bulk/delete?type=pdf", {}),
+    ]

@@ -23,9 +23,11 @@ from queuelog.engines.records import (
     Claimed,
     CountRow,
     FailureRow,
+    JobSearch,
     JobTypeRow,
     KeyRow,
     NewJob,
+    SearchPage,
     ThroughputRow,
     Unchanged,
 )
@@ -242,3 +244,34 @@ class QueueEngine(Protocol):
 def claim_order(job: JobRecord) -> tuple[int, datetime, int]:
     """The sort key of claim order (README, Claim order): an UPDATE's RETURNING has no order of its own."""
     return (-job.priority, job.available_at, job.id)
+
+
+# -- search and bulk actions (the admin console) ----------------------------------------------------------
+
+
+class SearchOperations(Protocol):
+    """The console's reads and bulk writes, which every engine offers beside ``QueueEngine``'s."""
+
+    def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int) -> SearchPage:
+        """Jobs matching ``search``, newest first, with ids below ``before_id``: at most ``limit`` of
+        them, found among at most ``scan`` candidates (the newest rows below ``before_id`` that match the
+        indexed fields), so that no search reads more than ``scan`` rows whatever it looks for."""
+        ...
+
+    def count_matching(self, search: JobSearch, *, action: str, ceiling: int, cap: int) -> int:
+        """How many jobs with ids up to ``ceiling`` match ``search`` and are in a status ``action``
+        (``retry``, ``cancel``, ``delete``) applies to, counting at most ``cap`` (a bulk action's
+        confirmation)."""
+        ...
+
+    def newest_id(self) -> int:
+        """The highest job id there is, 0 when there are no jobs."""
+        ...
+
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        """Apply ``action`` to the jobs ``job_ids`` in one short transaction and return the ids it
+        changed: ``retry`` (failed or cancelled jobs back to pending, retry count 0), ``cancel`` (pending
+        jobs) with a history row by ``actor`` for each, or ``delete`` (finished jobs, with their
+        history). The status each action needs is part of the statement: a job in another state is left
+        alone, whatever happened to it since it was chosen."""
+        ...

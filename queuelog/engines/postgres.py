@@ -44,7 +44,7 @@ from queuelog.engines.postgres_sql import (
     bind_json,
     decode_job,
 )
-from queuelog.engines.reads import EngineReads
+from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,7 +78,7 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(EngineReads, OrmJobTypes):
+class PostgresEngine(EngineReads, SearchReads, OrmJobTypes):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"
@@ -268,3 +268,11 @@ class PostgresEngine(EngineReads, OrmJobTypes):
         """One autocommitted statement; how many rows it touched."""
         with self.db.cursor(write=True, autocommit=True) as cur:
             return cur.execute(statement, params).rowcount
+
+    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+
+    @retry_aborted
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        params = {"ids": [int(i) for i in job_ids], "now": now, "actor": actor}
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            return sorted(row[0] for row in cur.execute(postgres_sql.BULK[action], params).fetchall())

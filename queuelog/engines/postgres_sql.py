@@ -223,3 +223,18 @@ def decode_job(row: Sequence[Any]) -> JobRecord:
         if value is not None and value.tzinfo is not UTC:
             values[i] = value.astimezone(UTC)
     return _record(values)
+
+
+# -- bulk actions (the console): a batch of ids as one array; the status each needs, and the history rows,
+# in the same statement ----------------------------------------------------------------------------------
+
+_IDS = "id = ANY(%(ids)s::bigint[])"
+BULK = {
+    "retry": "WITH r AS (UPDATE jobs SET status = 'pending', retry_count = 0, available_at = %(now)s,"
+    f" finished_at = NULL, updated_at = %(now)s WHERE {_IDS} AND status IN ('failed', 'cancelled')"
+    f" RETURNING id), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT id FROM r",
+    "cancel": "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
+    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count),"
+    f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT id FROM c",
+    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id",
+}

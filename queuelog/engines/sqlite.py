@@ -18,7 +18,7 @@ from queuelog.db import Database
 from queuelog.engines import sqlite_sql
 from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
-from queuelog.engines.reads import EngineReads
+from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
@@ -62,7 +62,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, OrmJobTypes):
+class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
@@ -257,3 +257,16 @@ class SQLiteEngine(EngineReads, OrmJobTypes):
         with self.db.cursor(write=True) as cur:
             cur.execute(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total
+
+    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        ts = bind_time(now)
+        ids = json.dumps([int(i) for i in job_ids])
+        with self.db.cursor(write=True) as cur:
+            changed = cur.execute(sqlite_sql.BULK[action], {"ids": ids, "now": ts}).fetchall()
+            event = sqlite_sql.BULK_EVENT.get(action)
+            if event:
+                # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
+                _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
+        return sorted(i for i, _ in changed)

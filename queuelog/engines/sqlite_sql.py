@@ -188,3 +188,16 @@ def decode_job(row: Sequence[Any]) -> JobRecord:
     if values[_RESULT] is not None:
         values[_RESULT] = _loads(values[_RESULT])
     return _record(values)
+
+
+# -- bulk actions (the console): a batch of ids as one JSON array, each action's status in the statement --
+
+_IDS = "id IN (SELECT value FROM json_each(:ids))"
+BULK = {
+    "retry": "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
+    f" updated_at = :now WHERE {_IDS} AND status IN ('failed', 'cancelled') RETURNING id, retry_count",
+    "cancel": "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
+    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count",
+    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id, 0",
+}
+BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each writes (delete: none)

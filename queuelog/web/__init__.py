@@ -22,6 +22,14 @@ def queue() -> Queue:
     return current_app.extensions["queuelog"]["queue"]
 
 
+def console():
+    """The console's search and bulk actions, with the configured window and step (README, Configuration)."""
+    from queuelog.queue.console import Console
+
+    config = current_app.config["QUEUELOG"]
+    return Console(queue(), scan=max(1, config["SEARCH_SCAN"]), budget=config["BULK_STEP_SECONDS"])
+
+
 def db():
     return current_app.extensions["queuelog"]["db"]
 
@@ -40,9 +48,9 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, jobs
+    from queuelog.web import admin, auth, bulk, jobs
 
-    for module in (auth, jobs, admin):
+    for module in (auth, jobs, admin, bulk):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
     app.context_processor(_principal_for_templates)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
@@ -19,9 +20,10 @@ from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import Code, JobSpec, QueueError
 from queuelog.queue.inputs import check_document, check_label, check_start_time
 from queuelog.queue.stats import QueueStats
-from queuelog.web import principal, queue
+from queuelog.web import console, principal, queue
 from queuelog.web.forms import MAX_KEY_LENGTH, ConfirmForm, SubmitJobForm
 from queuelog.web.refusals import form_field, refusal_text
+from queuelog.web.search import parse_search
 
 bp = Blueprint("web_jobs", __name__)
 JOB_PAGE_REFRESH_SECONDS = 5  # how often the page of a pending or running job reloads itself
@@ -160,29 +162,30 @@ def _job_spec(form: SubmitJobForm, payload: Any, priority: int, run_at: datetime
 @bp.get("/queue")
 @login_required
 def job_list():
-    args = request.args
-    filters = {}
-    if args.get("status") in STATUSES:
-        filters["status"] = args["status"]
-    if args.get("priority") in PRIORITIES:
-        filters["priority"] = PRIORITIES[args["priority"]]
-    if args.get("type"):
-        filters["type"] = args["type"][:64]
-    before = ascii_int(args.get("before"))
-    jobs = queue().list_jobs(owner=principal().owner_scope, before_id=before, limit=PAGE_SIZE + 1, **filters)
-    older = jobs[PAGE_SIZE - 1]["id"] if len(jobs) > PAGE_SIZE else None
-    query = {k: v for k, v in args.items() if k in ("status", "priority", "type") and v}
+    """The jobs list and its search (queuelog/web/search.py); admins choose rows for bulk actions here."""
+    who = principal()
+    parsed = parse_search(request.args, admin=who.sees_errors, username=who.name)
+    before = ascii_int(request.args.get("before"))
+    page, search = None, console()
+    if not parsed.errors:
+        page = search.search(parsed.search, before_id=before, limit=PAGE_SIZE)
     return render_template(
         "jobs/list.html",
-        jobs=jobs[:PAGE_SIZE],
-        older=older,
-        query=query,
+        jobs=page.jobs if page else [],
+        page=page,
+        scan=search.scan,
+        errors=parsed.errors,
+        query=parsed.query,
+        back=urlencode(parsed.query),
         statuses=STATUSES,
         priorities=list(PRIORITIES),
+        # Translated once per page rather than once per row: a page has 50 rows.
+        status_names={status: _(status) for status in STATUSES},
+        priority_labels={name: _(name) for name in PRIORITIES},
         types=[t.name for t in queue().types.all()],
         first_page=before is None,
         priority_names=PRIORITY_NAMES,
-    )
+    ), (422 if parsed.errors else 200)
 
 
 @bp.get("/queue/<jobid:job_id>")

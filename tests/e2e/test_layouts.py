@@ -161,6 +161,8 @@ def pages(job_id: int) -> dict[str, str]:
         "types": "/admin/types",
         "submit": "/submit",
         "audit": "/admin/audit",
+        "search": "/queue?status=failed&path=customer&value=42",
+        "bulk": "/queue/bulk/retry?status=failed&type=invoice.monthly-statement",
     }
 
 
@@ -176,7 +178,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
             where = f"{name} at {width}px in {locale}"
             assert page.evaluate(LAYOUT_PROBLEMS) == [], where
             cells = page.evaluate(STACKED)
-            if name in ("jobs", "job", "users", "keys", "types", "audit"):
+            if name in ("jobs", "job", "users", "keys", "types", "audit", "search"):
                 assert cells, f"{where}: no table cells"
             for cell in cells:
                 if width == PHONE[0]:  # one card per row, each value under its column's name
