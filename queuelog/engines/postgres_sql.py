@@ -236,5 +236,6 @@ BULK = {
     "cancel": "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
     f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count),"
     f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT id FROM c",
-    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id",
+    "delete": f"WITH gone AS (DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled')"
+    " RETURNING id), h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT id FROM gone",
 }

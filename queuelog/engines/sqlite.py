@@ -269,4 +269,6 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes):
             if event:
                 # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
                 _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
+            elif changed:
+                cur.execute(sqlite_sql.BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
         return sorted(i for i, _ in changed)

@@ -201,3 +201,4 @@ BULK = {
     "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id, 0",
 }
 BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each writes (delete: none)
+BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
