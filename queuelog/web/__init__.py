@@ -34,11 +34,12 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, jobs
+    from queuelog.web import admin, auth, console, jobs
 
-    for module in (auth, jobs, admin):
+    for module in (auth, jobs, admin, console):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
+    console.install(app)
 
 
 def refuse_unstorable_text():

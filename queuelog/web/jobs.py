@@ -18,6 +18,7 @@ from queuelog.auth import PRODUCER_MAX_PRIORITY
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import IdempotencyKeyReused, InvalidState, JobNotFound, JobValidationError
+from queuelog.queue.console import ConsoleStats
 from queuelog.queue.stats import QueueStats
 from queuelog.web import queue
 from queuelog.web.forms import ConfirmForm, SubmitJobForm
@@ -43,7 +44,10 @@ def _visible_job(job_id: int) -> dict:
 @login_required
 def dashboard():
     overview = QueueStats(queue()).overview(owner=_owner_scope())
-    return render_template("jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]))
+    busiest = ConsoleStats(queue()).busiest() if current_user.is_admin else []
+    return render_template(
+        "jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]), busiest=busiest
+    )
 
 
 def _chart(series: list[dict]) -> dict:
