@@ -42,7 +42,7 @@ def install(app: Flask) -> None:
     """The session interface, and the template helpers of the console's pages and of the live bar."""
     app.session_interface = LiveAwareSessions()
     app.jinja_env.filters.update(clock_seconds=_clock_seconds, duration=_duration, percent=_percent)
-    app.context_processor(lambda: {"live_now": utcnow()})
+    app.jinja_env.globals["live_now"] = utcnow  # a global: macros imported without context see it
 
 
 def _clock_seconds(value: datetime) -> str:
