@@ -161,6 +161,8 @@ def pages(job_id: int) -> dict[str, str]:
         "types": "/admin/types",
         "submit": "/submit",
         "audit": "/admin/audit",
+        "workers": "/admin/workers",
+        "figures": "/admin/figures",
     }
 
 
@@ -176,7 +178,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
             where = f"{name} at {width}px in {locale}"
             assert page.evaluate(LAYOUT_PROBLEMS) == [], where
             cells = page.evaluate(STACKED)
-            if name in ("jobs", "job", "users", "keys", "types", "audit"):
+            if name in ("jobs", "job", "users", "keys", "types", "audit", "workers", "figures"):
                 assert cells, f"{where}: no table cells"
             for cell in cells:
                 if width == PHONE[0]:  # one card per row, each value under its column's name
@@ -201,7 +203,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
                     apart = a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"]
                     assert apart or b["bottom"] <= a["top"], f"{where}: chart labels overlap: {a} {b}"
         links = page.evaluate(NAV_TOPS)
-        assert len(links) == 8
+        assert len(links) == 10
         assert all(link["lines"] == 1 for link in links), f"a navigation link breaks at {width}px in {locale}"
         if width == DESKTOP[0]:
             assert len({link["top"] for link in links}) == 1, (
