@@ -20,9 +20,10 @@ from queuelog.models import STATUSES
 from queuelog.queue.core import Queue
 
 SEEN_WITHIN = timedelta(days=1)  # a worker is listed when its key was used this recently
-WORKER_SAMPLE = 2000  # newest completed (and failed) jobs read for the workers page
-TYPE_SAMPLE = 1000  # newest jobs of each type read for its figures
-HELD_SHOWN = 500  # running jobs listed at most (their count per worker is exact)
+WORKER_SAMPLE = 1000  # newest completed (and failed) jobs read for the workers page
+TYPE_SAMPLE = 500  # newest jobs of each type read for its figures
+HELD_READ = 500  # running jobs read at most, soonest lease expiry first (the count per worker is exact)
+HELD_SHOWN = 10  # of which each worker lists at most this many
 WINDOWS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
@@ -112,10 +113,12 @@ class ConsoleStats:
             view(key.name).key = key
         for name, n in self.engine.held_counts().items():
             view(name).held_count = n
-        for job in self.engine.held_jobs(limit=HELD_SHOWN):
+        for job in self.engine.held_jobs(limit=HELD_READ):
             worker = view(job.worker_id)
-            worker.held.append(job)
-            worker.last_claim = _latest(worker.last_claim, job.claimed_at)
+            if len(worker.held) < HELD_SHOWN:
+                worker.held.append(job)
+            if worker.last_claim is None or job.claimed_at > worker.last_claim:
+                worker.last_claim = job.claimed_at
         since = now - WINDOWS["hour"]
         samples = [
             self.engine.recent_finished(s, since=since, limit=WORKER_SAMPLE) for s in ("completed", "failed")
@@ -125,8 +128,12 @@ class ConsoleStats:
             if job.worker_id is None or job.finished_at < covered:
                 continue
             worker = view(job.worker_id)
-            worker.last_report = _latest(worker.last_report, job.finished_at)
-            worker.last_claim = _latest(worker.last_claim, job.claimed_at)
+            if worker.last_report is None or job.finished_at > worker.last_report:
+                worker.last_report = job.finished_at
+            if job.claimed_at is not None and (
+                worker.last_claim is None or job.claimed_at > worker.last_claim
+            ):
+                worker.last_claim = job.claimed_at
             if job.status == "completed":
                 worker.completed += 1
             else:
@@ -165,10 +172,6 @@ class ConsoleStats:
             len(rows),
             _covers_since(rows) if len(rows) == TYPE_SAMPLE else None,
         )
-
-
-def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
-    return max((t for t in (a, b) if t is not None), default=None)
 
 
 def _covers_since(rows: Sequence[FinishedJob]) -> datetime | None:
