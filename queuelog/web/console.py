@@ -62,12 +62,14 @@ def _duration(seconds: float | None) -> str:
 
 
 def _percent(value: float | None) -> str:
+    """ "12.5%": a share, in the page's language; "—" when there is nothing to share out."""
     return "—" if value is None else format_percent(value, "#,##0.#%")
 
 
 @bp.get("/workers")
 @admin_required
 def workers():
+    """Every worker seen in the last day or holding a job: what it holds, did, and its key."""
     view = ConsoleStats(queue()).workers()
     return render_template("admin/workers.html", view=view)
 
@@ -98,6 +100,7 @@ def worker_revoke(name: str):
 @bp.get("/figures")
 @admin_required
 def figures():
+    """Per job type: jobs by status, the last hour's and day's figures, and a chart per hour."""
     types = ConsoleStats(queue()).types()
     charts = {t.name: _chart(t.hourly) for t in types}
     return render_template("admin/figures.html", types=types, charts=charts, sample=console_stats.TYPE_SAMPLE)
