@@ -23,6 +23,8 @@ from queuelog.engines.records import (
     Claimed,
     CountRow,
     FailureRow,
+    FinishedJob,
+    HeldJob,
     JobSearch,
     JobTypeRow,
     KeyRow,
@@ -30,6 +32,7 @@ from queuelog.engines.records import (
     SearchPage,
     ThroughputRow,
     Unchanged,
+    WorkerKeyRow,
 )
 
 if TYPE_CHECKING:
@@ -274,4 +277,31 @@ class SearchOperations(Protocol):
         jobs) with a history row by ``actor`` for each, or ``delete`` (finished jobs, with their
         history). The status each action needs is part of the statement: a job in another state is left
         alone, whatever happened to it since it was chosen."""
+        ...
+
+
+class ConsoleReads(Protocol):
+    """The admin console's reads (the workers page and the per-type figures; docs/console.md), which both
+    engines implement beside ``QueueEngine`` (in reads.py). Each is bounded by its ``limit`` (or by the
+    running jobs) and served by an index, whatever the size of the jobs table."""
+
+    def held_jobs(self, *, limit: int) -> list[HeldJob]:
+        """Running jobs, the soonest lease expiry first (through the partial index of running jobs)."""
+        ...
+
+    def held_counts(self) -> dict[str, int]:
+        """How many jobs each worker holds now (running jobs only)."""
+        ...
+
+    def recent_finished(self, status: str, *, since: datetime, limit: int) -> list[FinishedJob]:
+        """The ``limit`` jobs that became ``status`` (completed or failed) most recently, at or after
+        ``since``, newest first (through the index on status and finish time)."""
+        ...
+
+    def recent_of_type(self, job_type: str, *, limit: int) -> list[FinishedJob]:
+        """The ``limit`` newest jobs (highest ids) of ``job_type``, whatever their status, newest first."""
+        ...
+
+    def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
+        """Worker keys used at or after ``since`` (revoked or not), the most recently used first."""
         ...

@@ -239,3 +239,23 @@ BULK = {
     "delete": f"WITH gone AS (DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled')"
     " RETURNING id), h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT id FROM gone",
 }
+
+
+# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+
+_SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
+# Running jobs only: through the partial index of leases (or the status index), never the whole table.
+HELD_JOBS = (
+    "SELECT id, type, worker_id, claimed_at, lease_expires_at FROM jobs WHERE status = 'running'"
+    " ORDER BY lease_expires_at LIMIT %(limit)s"
+)
+HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
+# Through ix_jobs_status_finished_at, from its newest end.
+RECENT_FINISHED = f"{_SAMPLE} WHERE status = %(status)s AND finished_at >= %(since)s ORDER BY finished_at DESC LIMIT %(limit)s"
+# Through ix_jobs_type_id, from its newest end.
+RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = %(type)s ORDER BY id DESC LIMIT %(limit)s"
+# api_keys holds one row per key ever made: a few hundred at most.
+WORKER_KEYS = (
+    "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
+    " AND last_used_at >= %(since)s ORDER BY last_used_at DESC LIMIT %(limit)s"
+)

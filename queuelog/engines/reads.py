@@ -20,11 +20,14 @@ from queuelog.engines.base import EventRecord, JobRecord
 from queuelog.engines.records import (
     CountRow,
     FailureRow,
+    FinishedJob,
+    HeldJob,
     JobSearch,
     JobTypeRow,
     KeyRow,
     SearchPage,
     ThroughputRow,
+    WorkerKeyRow,
 )
 from queuelog.engines.search_sql import bind, count_statement, present, scans, search_statements
 
@@ -104,6 +107,40 @@ class EngineReads:
         key_id, kind, name, last_used, username, role, active = rows[0]
         active = None if active is None else bool(active)
         return KeyRow(key_id, kind, name, self.sql.decode_time(last_used), username, role, active)
+
+    # -- the console's reads (ConsoleReads in base.py) ------------------------------------------------
+
+    def held_jobs(self, *, limit: int) -> list[HeldJob]:
+        time = self.sql.decode_time
+        return [
+            HeldJob(job_id, job_type, worker, time(claimed), time(expires))
+            for job_id, job_type, worker, claimed, expires in self._rows(self.sql.HELD_JOBS, {"limit": limit})
+        ]
+
+    def held_counts(self) -> dict[str, int]:
+        return {worker: int(n) for worker, n in self._rows(self.sql.HELD_COUNTS)}
+
+    def recent_finished(self, status: str, *, since: datetime, limit: int) -> list[FinishedJob]:
+        params = {"status": status, "since": self.sql.bind_time(since), "limit": limit}
+        return self._finished(self._rows(self.sql.RECENT_FINISHED, params))
+
+    def recent_of_type(self, job_type: str, *, limit: int) -> list[FinishedJob]:
+        return self._finished(self._rows(self.sql.RECENT_OF_TYPE, {"type": job_type, "limit": limit}))
+
+    def _finished(self, rows: list[Any]) -> list[FinishedJob]:
+        time = self.sql.decode_time
+        return [
+            FinishedJob(job_id, job_type, status, worker, time(available), time(claimed), time(finished))
+            for job_id, job_type, status, worker, available, claimed, finished in rows
+        ]
+
+    def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
+        time = self.sql.decode_time
+        params = {"since": self.sql.bind_time(since), "limit": limit}
+        return [
+            WorkerKeyRow(name, time(created), time(used), time(revoked))
+            for name, created, used, revoked in self._rows(self.sql.WORKER_KEYS, params)
+        ]
 
 
 class SearchReads:

@@ -148,3 +148,38 @@ class SearchPage(NamedTuple):
     jobs: list[JobRecord]
     next_before: int | None
     window_full: bool
+
+
+# -- the console's reads (workers page, per-type figures) -------------------------------------------------
+
+
+class HeldJob(NamedTuple):
+    """A running job and its lease: who holds it, since when, until when."""
+
+    id: int
+    type: str
+    worker_id: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+
+
+class FinishedJob(NamedTuple):
+    """A job's last attempt as its row keeps it, for figures: ``finished_at`` is None while it is not
+    finished; ``claimed_at`` is None for a job never claimed (cancelled while pending)."""
+
+    id: int
+    type: str
+    status: str
+    worker_id: str | None
+    available_at: datetime
+    claimed_at: datetime | None
+    finished_at: datetime | None
+
+
+class WorkerKeyRow(NamedTuple):
+    """A worker key (its name is the worker id of every job it claims)."""
+
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None

@@ -202,3 +202,25 @@ BULK = {
 }
 BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each writes (delete: none)
 BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
+
+
+# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+
+_SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
+# Running jobs only: through the partial index of leases (or the status index), never the whole table.
+HELD_JOBS = (
+    "SELECT id, type, worker_id, claimed_at, lease_expires_at FROM jobs WHERE status = 'running'"
+    " ORDER BY lease_expires_at LIMIT :limit"
+)
+HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
+# Through ix_jobs_status_finished_at, from its newest end.
+RECENT_FINISHED = (
+    f"{_SAMPLE} WHERE status = :status AND finished_at >= :since ORDER BY finished_at DESC LIMIT :limit"
+)
+# Through ix_jobs_type_id, from its newest end.
+RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = :type ORDER BY id DESC LIMIT :limit"
+# api_keys holds one row per key ever made: a few hundred at most.
+WORKER_KEYS = (
+    "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
+    " AND last_used_at >= :since ORDER BY last_used_at DESC LIMIT :limit"
+)

@@ -48,11 +48,12 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, bulk, jobs
+    from queuelog.web import admin, auth, bulk, jobs, monitor
 
-    for module in (auth, jobs, admin, bulk):
+    for module in (auth, jobs, admin, bulk, monitor):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
+    monitor.install(app)
     app.context_processor(_principal_for_templates)
 
 

@@ -19,6 +19,7 @@ from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import Code, JobSpec, QueueError
 from queuelog.queue.inputs import check_document, check_label, check_start_time
+from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
 from queuelog.web import console, principal, queue
 from queuelog.web.forms import MAX_KEY_LENGTH, ConfirmForm, SubmitJobForm
@@ -42,7 +43,10 @@ def _visible_job(job_id: int) -> JobRecord:
 @login_required
 def dashboard():
     overview = QueueStats(queue()).overview(owner=principal().owner_scope)
-    return render_template("jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]))
+    busiest = ConsoleStats(queue()).busiest() if principal().is_admin else []
+    return render_template(
+        "jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]), busiest=busiest
+    )
 
 
 def _chart(series: list[dict]) -> dict:

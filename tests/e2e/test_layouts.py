@@ -163,6 +163,8 @@ def pages(job_id: int) -> dict[str, str]:
         "audit": "/admin/audit",
         "search": "/queue?status=failed&path=customer&value=42",
         "bulk": "/queue/bulk/retry?status=failed&type=invoice.monthly-statement",
+        "workers": "/admin/workers",
+        "figures": "/admin/figures",
     }
 
 
@@ -178,7 +180,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
             where = f"{name} at {width}px in {locale}"
             assert page.evaluate(LAYOUT_PROBLEMS) == [], where
             cells = page.evaluate(STACKED)
-            if name in ("jobs", "job", "users", "keys", "types", "audit", "search"):
+            if name in ("jobs", "job", "users", "keys", "types", "audit", "search", "workers", "figures"):
                 assert cells, f"{where}: no table cells"
             for cell in cells:
                 if width == PHONE[0]:  # one card per row, each value under its column's name
@@ -203,7 +205,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
                     apart = a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"]
                     assert apart or b["bottom"] <= a["top"], f"{where}: chart labels overlap: {a} {b}"
         links = page.evaluate(NAV_TOPS)
-        assert len(links) == 8
+        assert len(links) == 10
         assert all(link["lines"] == 1 for link in links), f"a navigation link breaks at {width}px in {locale}"
         if width == DESKTOP[0]:
             assert len({link["top"] for link in links}) == 1, (
