@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queuelog.auth import create_key
-from queuelog.queue import JobSpec, Queue, console
+from queuelog.queue import JobSpec, Queue, monitor
 from queuelog.queue.monitor import ConsoleStats, percentile
 
 
@@ -83,7 +83,7 @@ def test_type_figures_over_the_hour_and_the_day(q, clock):
 
 
 def test_a_full_sample_says_what_it_covers(q, clock, monkeypatch):
-    monkeypatch.setattr(console, "TYPE_SAMPLE", 3)
+    monkeypatch.setattr(monitor, "TYPE_SAMPLE", 3)
     for _ in range(5):
         run(q, clock, "w-1", wait=1, run_for=1)
         clock.advance(60)
