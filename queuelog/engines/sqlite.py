@@ -20,6 +20,7 @@ from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.reads import EngineReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.schedules import ScheduleOps
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
@@ -61,7 +62,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, OrmJobTypes):
+class SQLiteEngine(EngineReads, OrmJobTypes, ScheduleOps):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
