@@ -45,7 +45,10 @@ def firing(schedule, *, job=True, slot=None, due="stored", next_fire=None, audit
 
 def audit_rows(db: Database) -> list[tuple[str, str, str]]:
     with db.cursor() as cur:
-        return [tuple(r) for r in cur.execute("SELECT actor, action, target FROM audit_log ORDER BY id").fetchall()]
+        return [
+            tuple(r)
+            for r in cur.execute("SELECT actor, action, target FROM audit_log ORDER BY id").fetchall()
+        ]
 
 
 def fire_rows(db: Database) -> list[tuple]:
@@ -58,7 +61,12 @@ def test_add_get_list_and_audit(db, engine):
     engine.add_schedule(values("hourly", cron=None, interval_seconds=3600), actor="ada", now=NOW)
     assert [s.name for s in engine.all_schedules()] == ["hourly", "nightly"]
     got = engine.get_schedule("nightly")
-    assert (got.id, got.revision, got.created_by, got.payload) == (added.id, 0, "ada", {"to": "ops@example.com"})
+    assert (got.id, got.revision, got.created_by, got.payload) == (
+        added.id,
+        0,
+        "ada",
+        {"to": "ops@example.com"},
+    )
     assert got.next_fire_at == later(3600) and got.last_fire_at is None
     assert engine.get_schedule("nope") is None
     assert audit_rows(db) == [("ada", "schedule.create", "nightly"), ("ada", "schedule.create", "hourly")]
@@ -116,7 +124,12 @@ def test_a_slot_fires_once_with_its_job_history_and_counts(db, engine):
     fired = engine.fire_schedule(firing(schedule), now=later(3601))
     job = fired.job
     assert fired.fired and job.owner == "schedule:nightly" and job.status == "pending"
-    assert (job.type, job.payload, job.priority, job.max_retries) == ("email", {"to": "ops@example.com"}, 10, 3)
+    assert (job.type, job.payload, job.priority, job.max_retries) == (
+        "email",
+        {"to": "ops@example.com"},
+        10,
+        3,
+    )
     assert [(e.event, e.actor) for e in engine.events(job.id)] == [("enqueued", "schedule:nightly")]
     again = engine.fire_schedule(firing(schedule), now=later(3602))
     assert again == (False, None)
