@@ -34,9 +34,9 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, jobs
+    from queuelog.web import admin, auth, jobs, schedules
 
-    for module in (auth, jobs, admin):
+    for module in (auth, jobs, admin, schedules):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
 
