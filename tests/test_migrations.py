@@ -112,3 +112,17 @@ def test_0004_keeps_users_and_keys_and_frees_revoked_key_names(empty_database):
     with db.engine.connect() as conn:
         columns = {c["name"] for c in inspect(conn).get_columns("users")}
     assert "session_version" not in columns
+
+
+def test_0006_adds_schedules_and_goes_back(empty_database):
+    db = empty_database
+    db.upgrade("0006")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert {"schedules", "schedule_fires"} <= tables
+    command.downgrade(db.alembic_config(), "0004")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert not {"schedules", "schedule_fires"} & tables
+    db.upgrade()
+    assert db.is_current()
