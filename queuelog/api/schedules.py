@@ -12,7 +12,7 @@ from queuelog.api.base import bp, job_json, json_response, requires
 from queuelog.api.schemas import EMPTY_BODY, SCHEDULE_BODY, SCHEDULE_DEFAULTS, SCHEDULE_PATCH
 from queuelog.api.validation import read_body
 from queuelog.models import Schedule
-from queuelog.queue.schedules import Schedules, ScheduleValues, timing_of
+from queuelog.queue.schedules import Schedules, ScheduleValues
 
 _SETTINGS = (
     "type",
@@ -34,7 +34,7 @@ def schedules() -> Schedules:
 def schedule_json(schedule: Schedule) -> dict[str, Any]:
     """A schedule as answered, with its next five fire times."""
     record = {key: getattr(schedule, key) for key in SCHEDULE.fields if key != "upcoming"}
-    record["upcoming"] = [] if schedule.paused else schedules().preview(timing_of(schedule))
+    record["upcoming"] = schedules().upcoming(schedule)
     if schedule.paused:
         record["next_fire_at"] = None
     return SCHEDULE.render(record)

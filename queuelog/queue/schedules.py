@@ -133,6 +133,13 @@ class Schedules:
         """The next ``count`` fire times of ``timing`` from now (for a usable timing)."""
         return upcoming(timing, self.queue.clock(), count)
 
+    def upcoming(self, schedule: Schedule, count: int = 5) -> list[datetime]:
+        """A saved schedule's next ``count`` fire times, from its stored next fire time (none if paused)."""
+        first = schedule.next_fire_at
+        if schedule.paused or first is None:
+            return []
+        return [first, *upcoming(timing_of(schedule), first, count - 1, first)]
+
     # -- management ---------------------------------------------------------------------------------
 
     def all(self) -> list[Schedule]:

@@ -18,7 +18,7 @@ from queuelog.i18n import timezone_choices
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import JobValidationError, QueueError
 from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, zone
-from queuelog.queue.schedules import Schedules, ScheduleValues, timing_of, timing_problems
+from queuelog.queue.schedules import Schedules, ScheduleValues, timing_problems
 from queuelog.web import admin_required, queue
 from queuelog.web.forms import ConfirmForm, ScheduleForm
 from queuelog.web.jobs import _form_message
@@ -110,7 +110,7 @@ def _edit(form: ScheduleForm, schedule: Schedule | None):
             except JobValidationError as exc:
                 _show_errors(form, exc.errors)
     elif schedule is not None:
-        upcoming = [] if schedule.paused else schedules().preview(timing_of(schedule))
+        upcoming = schedules().upcoming(schedule)
     page = render_template(
         "admin/schedule_edit.html",
         form=form,

@@ -62,6 +62,7 @@ def test_create_read_list_change_run_delete(admin, served):
     every = patch(admin, "/schedules/nightly", {"interval_seconds": 600, "paused": False})
     served("/schedules/{name}", "patch", 200, every.json)
     assert (every.json["cron"], every.json["interval_seconds"], every.json["priority"]) == (None, 600, "high")
+    assert every.json["upcoming"][0] == every.json["next_fire_at"]  # an interval counts from its next slot
     assert every.json["payload"] == {"to": "ops@example.com"}  # what was not given stays
 
     ran = admin.post("/schedules/nightly/run")
