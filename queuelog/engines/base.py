@@ -271,9 +271,10 @@ class ScheduleEngine(Protocol):
         action: str,
         now: datetime,
         revision: int | None = None,
+        detail: str | None = None,
     ) -> Schedule | None:
         """Set ``changes`` and raise the revision, in one guarded UPDATE (only at ``revision`` when given),
-        audited as ``action``; None when no schedule matched."""
+        audited as ``action`` with ``detail``; None when no schedule matched."""
         ...
 
     def delete_schedule(self, name: str, *, actor: str, now: datetime) -> bool:

@@ -100,6 +100,7 @@ class ScheduleOps:
         action: str,
         now: datetime,
         revision: int | None = None,
+        detail: str | None = None,
     ) -> Schedule | None:
         guard = [Schedule.name == name] + ([Schedule.revision == revision] if revision is not None else [])
         statement = (
@@ -111,7 +112,6 @@ class ScheduleOps:
         with self.db.session(write=True) as session, session.begin():
             schedule = session.scalars(statement).first()
             if schedule is not None:
-                detail = ", ".join(sorted(changes)) if action == "schedule.update" else None
                 session.add(AuditLog(at=now, actor=actor, action=action, target=name, detail=detail))
         return schedule
 

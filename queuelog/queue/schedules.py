@@ -170,8 +170,10 @@ class Schedules:
         values = self.check(ScheduleValues(**{**asdict(values), "name": name}))
         now = self.queue.clock()
         changes = {k: v for k, v in asdict(values).items() if k != "name"}
+        current = self.get(name)
+        changed = sorted(k for k, v in changes.items() if getattr(current, k) != v)  # for the audit log only
         changes["next_fire_at"] = slot_after(values.timing, now)
-        return self._changed(name, changes, actor, "schedule.update", now)
+        return self._changed(name, changes, actor, "schedule.update", now, ", ".join(changed) or None)
 
     def pause(self, name: str, actor: str) -> Schedule:
         return self._changed(name, {"paused": True}, actor, "schedule.pause", self.queue.clock())
@@ -190,9 +192,17 @@ class Schedules:
         raise QueueError(f"schedule {name!r} kept changing; try again")
 
     def _changed(
-        self, name: str, changes: dict[str, Any], actor: str, action: str, now: datetime
+        self,
+        name: str,
+        changes: dict[str, Any],
+        actor: str,
+        action: str,
+        now: datetime,
+        detail: str | None = None,
     ) -> Schedule:
-        schedule = self.engine.update_schedule(name, changes, actor=actor, action=action, now=now)
+        schedule = self.engine.update_schedule(
+            name, changes, actor=actor, action=action, now=now, detail=detail
+        )
         if schedule is None:
             raise ScheduleNotFound(f"schedule {name!r} does not exist")
         return schedule

@@ -148,6 +148,9 @@ def test_update_replaces_the_settings_and_the_next_time(sched, clock):
     changed = sched.update("nightly", daily(cron=None, interval_seconds=600, priority=20), "bob")
     assert (changed.cron, changed.interval_seconds, changed.priority) == (None, 600, 20)
     assert changed.next_fire_at == START + timedelta(seconds=600) and changed.revision == 1
+    with sched.queue.db.cursor() as cur:
+        audit = cur.execute("SELECT actor, action, detail FROM audit_log ORDER BY id DESC LIMIT 1").fetchall()
+    assert tuple(audit[0]) == ("bob", "schedule.update", "cron, interval_seconds, priority")
     with pytest.raises(ScheduleNotFound):
         sched.update("nope", daily(), "bob")
 
