@@ -217,3 +217,38 @@ def test_servers_firing_one_slot_at_once_make_one_job(db, engine):
     with db.cursor() as cur:
         events = cur.execute(text("SELECT count(*) FROM job_events").text).fetchall()
     assert events[0][0] == 1
+
+
+def _fire_in_a_process(url: str, schedule_id: int, revision: int, start_at: float, i: int) -> bool:
+    """One app process: its own Database, firing slot later(3600) of the schedule at ``start_at``."""
+    import time
+
+    from queuelog.engines.records import NewJob
+
+    server = Database(url)
+    slot = later(3600)
+    job = NewJob("email", "{}", 10, 3, None, None, slot)
+    firing = Firing(
+        schedule_id, "nightly", slot, slot, revision, slot + DAY, job, "schedule:nightly", slot - 7 * DAY
+    )
+    time.sleep(max(0.0, start_at - time.time()))
+    try:
+        return engine_for(server).fire_schedule(firing, now=later(3601 + i / 1000)).fired
+    finally:
+        server.dispose()
+
+
+def test_processes_firing_one_slot_at_once_make_one_job(db, engine):
+    """Four app processes fire the same slot at the same instant."""
+    import multiprocessing
+    import time
+
+    schedule = engine.add_schedule(values(), actor="ada", now=NOW)
+    url = db.url.render_as_string(hide_password=False)
+    start_at = time.time() + 2  # after every process has started and imported
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        fired = pool.starmap(
+            _fire_in_a_process, [(url, schedule.id, schedule.revision, start_at, i) for i in range(4)]
+        )
+    assert sorted(fired) == [False, False, False, True]
+    assert count_jobs(db) == {("pending", "email", 10): 1}
