@@ -124,9 +124,15 @@ def start_maintenance(
 
     def run() -> None:
         next_prune = time.monotonic() + pause()
+        schema_ready = False
         try:
             while not stop.wait(tick if schedules is not None else pause()):
                 try:
+                    # A server may start before `flask db upgrade` has run on PostgreSQL: wait for it
+                    # quietly rather than fail at every tick on tables that are not there yet.
+                    schema_ready = schema_ready or queue.db.is_current()
+                    if not schema_ready:
+                        continue
                     was_leader = leadership.held
                     if not leadership.try_acquire():
                         continue

@@ -77,7 +77,7 @@ def timing_problems(cron: str | None, interval: int | None, timezone: str) -> li
     """What is wrong with a schedule's timing, field by field (none when it is usable)."""
     problems = []
     if (cron is None) == (interval is None):
-        problems.append(_problem("cron", "timing", "give a cron expression or interval_seconds, not both"))
+        problems.append(_problem("cron", "timing", "give exactly one of cron and interval_seconds"))
     elif cron is not None and (reason := cron_problem(cron)):
         problems.append(_problem("cron", "cron", reason))
     elif interval is not None and not 1 <= interval <= MAX_INTERVAL_SECONDS:
