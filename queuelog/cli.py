@@ -232,5 +232,7 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
-    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli):
+    from queuelog.cli_schedules import schedules_cli
+
+    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli):
         app.cli.add_command(group)

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "LONG_POLL_INTERVAL": (0.2, _float),
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
+    "SCHEDULE_TICK": (1.0, _float),  # seconds between looks for due schedules (0: this process never fires)
     "METRICS_TOKEN": (None, str),  # a bearer token that may read /metrics (admins' keys may too)
     # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
     "SESSION_LIFETIME": ("12h", str),

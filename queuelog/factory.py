@@ -72,7 +72,14 @@ def register_extensions(app: Flask) -> None:
         backoff_max=config["RETRY_BACKOFF_MAX"],
         poll_interval=config["LONG_POLL_INTERVAL"],
     )
-    app.extensions["queuelog"] = {"db": db, "queue": queue, "login_limiter": LoginLimiter(db)}
+    from queuelog.queue.schedules import Schedules
+
+    app.extensions["queuelog"] = {
+        "db": db,
+        "queue": queue,
+        "schedules": Schedules(queue),
+        "login_limiter": LoginLimiter(db),
+    }
 
     from queuelog.extensions import babel, csrf, login_manager
     from queuelog.i18n import select_locale, select_timezone
@@ -94,10 +101,18 @@ def register_extensions(app: Flask) -> None:
         # A database server may come up after the app, another process may hold SQLite's write lock for
         # long: serve, and let /healthz say 503 while the database cannot be reached.
         app.logger.warning("the database was not ready at start-up (%s); serving anyway", reason)
-    if config["RETENTION"] and not app.testing:
+    if (config["RETENTION"] or config["SCHEDULE_TICK"] > 0) and not app.testing:
         from queuelog.maintenance import start_maintenance
 
-        start_maintenance(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+        retention = parse_duration(config["RETENTION"]) if config["RETENTION"] else None
+        start_maintenance(
+            app,
+            queue,
+            retention,
+            config["PRUNE_INTERVAL"],
+            schedules=app.extensions["queuelog"]["schedules"] if config["SCHEDULE_TICK"] > 0 else None,
+            tick=config["SCHEDULE_TICK"],
+        )
 
 
 def prepare_database(app: Flask, db: Database) -> None:

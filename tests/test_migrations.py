@@ -175,3 +175,17 @@ def test_0005_keeps_every_history_row_and_the_partial_finished_index(empty_datab
             conn.exec_driver_sql("PRAGMA foreign_keys = ON")
         conn.execute(text("DELETE FROM jobs WHERE id = 2"))
         assert conn.execute(text("SELECT count(*) FROM job_events WHERE job_id = 2")).scalar() == 0
+
+
+def test_0006_adds_schedules_and_goes_back(empty_database):
+    db = empty_database
+    db.upgrade("0006")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert {"schedules", "schedule_fires"} <= tables
+    command.downgrade(db.alembic_config(), "0004")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert not {"schedules", "schedule_fires"} & tables
+    db.upgrade()
+    assert db.is_current()

@@ -162,3 +162,41 @@ HEALTH = Shape(
 JOBS = Shape(
     "Jobs", "The jobs of a batch, in the order sent.", {"jobs": array(JOB)}, required=("jobs",), closed=False
 )
+
+# -- schedules ----------------------------------------------------------------------------------------
+
+SCHEDULE = Shape(
+    "Schedule",
+    "A schedule (docs/schedules.md). Its jobs' owner is schedule:<name>. Times are RFC 3339 UTC with Z.",
+    {
+        "name": answer({"type": "string"}),
+        "type": answer({"type": "string"}),
+        "payload": answer({"type": "object"}),
+        "priority": answer({"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name),
+        "max_retries": answer({"type": "integer"}),
+        "cron": answer({"type": ["string", "null"]}),
+        "interval_seconds": answer({"type": ["integer", "null"]}),
+        "timezone": answer({"type": "string"}),
+        "missed": answer({"type": "string", "enum": ["fire_once", "skip"]}),
+        "paused": answer({"type": "boolean"}),
+        "next_fire_at": _time("The next slot (null while paused)."),
+        "last_fire_at": _time("The last slot that made a job."),
+        "upcoming": answer(
+            {"type": "array", "items": {"type": "string", "format": "date-time"}},
+            "The next five fire times (none while paused).",
+            lambda times: [rfc3339(t) for t in times],
+        ),
+        "created_by": answer({"type": "string"}),
+        "created_at": _time(),
+        "updated_at": _time(),
+    },
+    required=("name", "type", "payload", "priority", "cron", "interval_seconds", "timezone", "paused"),
+    closed=False,
+)
+SCHEDULE_LIST = Shape(
+    "ScheduleList",
+    "Every schedule, by name.",
+    {"schedules": array(SCHEDULE)},
+    required=("schedules",),
+    closed=False,
+)

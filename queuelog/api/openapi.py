@@ -218,6 +218,8 @@ def _paths() -> dict[str, Any]:
 
 def document(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The whole document, with ``limits`` (the app's ``QUEUELOG`` configuration) filled in."""
+    from queuelog.api.openapi_schedules import schedule_paths  # it builds on this module's helpers
+
     return fill(
         {
             "openapi": "3.1.0",
@@ -231,7 +233,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
                 "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                 "schemas": COMPONENTS,
             },
-            "paths": _paths(),
+            "paths": {**_paths(), **schedule_paths()},
         },
         limits,
     )

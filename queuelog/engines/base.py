@@ -36,7 +36,8 @@ from queuelog.engines.records import (
 )
 
 if TYPE_CHECKING:
-    from queuelog.models import JobType
+    from queuelog.engines.schedules import Fired, Firing
+    from queuelog.models import JobType, Schedule
 
 
 class JobRecord(NamedTuple):
@@ -304,4 +305,51 @@ class ConsoleReads(Protocol):
 
     def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
         """Worker keys used at or after ``since`` (revoked or not), the most recently used first."""
+        ...
+
+
+class ScheduleEngine(Protocol):
+    """The schedules' operations (docs/schedules.md), which both engines have beside ``QueueEngine``'s
+    (queuelog/engines/schedules.py). Every change writes its ``audit_log`` row in its own transaction."""
+
+    def all_schedules(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        ...
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        """The schedule named ``name``, or None."""
+        ...
+
+    def add_schedule(self, values: dict[str, Any], *, actor: str, now: datetime) -> Schedule:
+        """Add a schedule with the given columns, created by ``actor``. A taken name raises SQLAlchemy's
+        ``IntegrityError``, and nothing is written."""
+        ...
+
+    def update_schedule(
+        self,
+        name: str,
+        changes: dict[str, Any],
+        *,
+        actor: str,
+        action: str,
+        now: datetime,
+        revision: int | None = None,
+        detail: str | None = None,
+    ) -> Schedule | None:
+        """Set ``changes`` and raise the revision, in one guarded UPDATE (only at ``revision`` when given),
+        audited as ``action`` with ``detail``; None when no schedule matched."""
+        ...
+
+    def delete_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        """Delete the schedule and its fire rows (its jobs stay); False when there was none."""
+        ...
+
+    def due_schedules(self, *, now: datetime, limit: int) -> list[Schedule]:
+        """Unpaused schedules whose next fire time is at or before ``now``, soonest first."""
+        ...
+
+    def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:
+        """Fire one slot in one transaction: the guarded UPDATE of the schedule (due at that revision and
+        slot; for "run now", that it exists), the (schedule, slot) row, the job and its history row. Two
+        firings of one slot, from any number of servers at once, make one job."""
         ...

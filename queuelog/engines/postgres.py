@@ -46,6 +46,7 @@ from queuelog.engines.postgres_sql import (
 )
 from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.schedules import ScheduleOps
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,7 +79,7 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(EngineReads, SearchReads, OrmJobTypes):
+class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"

@@ -20,6 +20,7 @@ from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.schedules import ScheduleOps
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
@@ -62,7 +63,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes):
+class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"

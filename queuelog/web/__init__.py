@@ -48,9 +48,9 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, bulk, jobs, monitor
+    from queuelog.web import admin, auth, bulk, jobs, monitor, schedules
 
-    for module in (auth, jobs, admin, bulk, monitor):
+    for module in (auth, jobs, admin, bulk, monitor, schedules):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
     monitor.install(app)

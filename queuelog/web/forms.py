@@ -133,3 +133,36 @@ class JobTypeForm(FlaskForm):
     description = TextAreaField(_l("Description"), validators=[_length(high=2000)])
     payload_schema = TextAreaField(_l("Payload JSON Schema (optional)"))
     enabled = BooleanField(_l("Enabled"), default=True)
+
+
+class ScheduleForm(FlaskForm):
+    """A schedule (docs/schedules.md); its rules are checked by the queue layer, beside each field."""
+
+    name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=55)])
+    type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)])
+    cron = StringField(_l("Cron expression"), validators=[Optional(), _length(high=255)])
+    interval_seconds = IntegerField(
+        _l("Or every (seconds)"),
+        validators=[Optional()],
+        render_kw={"inputmode": "numeric"},
+    )
+    timezone = SelectField(_l("Time zone"), default="UTC")
+    payload = TextAreaField(_l("Payload (JSON object)"), default="{}")
+    priority = SelectField(_l("Priority"), default="low")
+    max_retries = IntegerField(
+        _l("Max retries"),
+        default=3,
+        validators=[
+            InputRequired(message=REQUIRED),
+            NumberRange(0, 25, message=_l("Enter a whole number from 0 to 25.")),
+        ],
+    )
+    missed = SelectField(
+        _l("After downtime"),
+        default="fire_once",
+        choices=[
+            SelectChoice("fire_once", _l("Run once for the missed times")),
+            SelectChoice("skip", _l("Skip the missed times")),
+        ],
+    )
+    paused = BooleanField(_l("Paused"))
