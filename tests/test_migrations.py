@@ -183,7 +183,7 @@ def test_0006_adds_schedules_and_goes_back(empty_database):
     with db.engine.connect() as conn:
         tables = set(inspect(conn).get_table_names())
     assert {"schedules", "schedule_fires"} <= tables
-    command.downgrade(db.alembic_config(), "0004")
+    command.downgrade(db.alembic_config(), "0005")
     with db.engine.connect() as conn:
         tables = set(inspect(conn).get_table_names())
     assert not {"schedules", "schedule_fires"} & tables
