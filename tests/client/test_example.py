@@ -1,5 +1,5 @@
-"""The example of docs/client.md ("Example"), run as written, the way tests/test_readme.py runs the README's
-walkthrough: in a folder laid out like the checkout, against a live server on a new SQLite instance."""
+"""The README's "Producer client" example (also in docs/client.md), run as written, the way
+tests/test_readme.py runs the README's walkthrough: in a folder laid out like the checkout, against a live server on a new SQLite instance."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 from tests.conftest import ROOT, LiveServer
 from tests.test_readme import checkout, run_bash  # noqa: F401 - checkout is a fixture
 
-DOC = ROOT / "docs" / "client.md"
-HEADING = "## Example"
+DOC = ROOT / "README.md"
+HEADING = "## Producer client"
 
 
 def example_blocks() -> list[str]:
