@@ -14,6 +14,7 @@ from queuelog.api.base import (
     visible_job,
 )
 from queuelog.api.problems import ApiError, invalid
+from queuelog.api.render import json_array, json_object, json_text_response, text_or_null
 from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
     batch_key,
@@ -38,7 +39,7 @@ def enqueue():
     _check_ceiling(spec.priority, principal)
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job.id)}
-    return json_response(job_json(job, principal), 201 if created else 200, location)
+    return json_text_response(job_json(job, principal), 201 if created else 200, location)
 
 
 def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None:
@@ -62,7 +63,8 @@ def enqueue_batch():
             raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
     results = queue().enqueue_many(principal.name, specs)
     created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
-    return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201 if created else 200)
+    jobs = json_array(job_json(job, principal) for job, _ in results)
+    return json_text_response(json_object({"jobs": jobs}), 201 if created else 200)
 
 
 @bp.get("/jobs")
@@ -76,7 +78,8 @@ def list_jobs():
     owner = None if principal.is_admin else principal.name
     jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
     next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
-    return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
+    page = json_array(job_json(j, principal) for j in jobs[:limit])
+    return json_text_response(json_object({"jobs": page, "next_cursor": text_or_null(next_cursor)}))
 
 
 @bp.get("/jobs/<jobid:job_id>")
@@ -84,7 +87,7 @@ def list_jobs():
 def get_job(job_id: int):
     """Read jobs."""
     job = visible_job(queue().get(job_id), g.principal, job_id)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))
 
 
 @bp.get("/jobs/<jobid:job_id>/events")
@@ -107,7 +110,7 @@ def cancel(job_id: int):
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
     job = queue().cancel(job_id, principal.name, owner=None if principal.is_admin else principal.name)
-    return json_response(job_json(job, principal))
+    return json_text_response(job_json(job, principal))
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")
@@ -116,4 +119,4 @@ def retry(job_id: int):
     """Retry jobs."""
     EMPTY_BODY.parse(read_body())
     job = queue().retry(job_id, g.principal.name)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))
