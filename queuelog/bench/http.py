@@ -1,7 +1,9 @@
 """The ``http`` scenario: queuelog under gunicorn, driven by client processes over keep-alive connections.
 
-Beside it, the same gunicorn settings serving a do-nothing Flask endpoint: the ceiling of the web stack on
-this machine, so that queuelog's figures can be read as a fraction of it.
+Worker traffic runs twice: with the default answers (whole jobs), and with ``Prefer: return=minimal``, the
+compact answers queuelog-worker asks for (the rows marked "minimal"). Beside it, the same gunicorn
+settings serving a do-nothing Flask endpoint: the ceiling of the web stack on this machine, so that
+queuelog's figures can be read as a fraction of it.
 """
 
 from __future__ import annotations
@@ -111,11 +113,17 @@ class Server:
 # -- client processes ---------------------------------------------------------------------------------
 
 
+MINIMAL = "+minimal"  # a phase name ending so sends "Prefer: return=minimal", as queuelog-worker does
+
+
 def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int]:
     """Runs in a client process: one keep-alive connection; returns (jobs handled, latencies, errors)."""
     port, key, phase, count, batch = task
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    if phase.endswith(MINIMAL):
+        phase = phase.removesuffix(MINIMAL)
+        headers["Prefer"] = "return=minimal"
     latencies: list[float] = []
     errors = 0
 
@@ -217,14 +225,25 @@ def scenario_http(
                 rows.append({"operation": label, **_run_phase(pool, server.port, keys, phase, n)})
                 progress(f"http: {label}", 1, 1)
             _enqueue_batches(server.port, producer_keys[0], n)
-            progress(f"http: batch claim {batch}", 0, 1)
+            label = "claim+complete, 1 job per claim, minimal"
+            progress("http: claim+complete, minimal", 0, 1)
             rows.append(
                 {
-                    "operation": f"batch claim {batch} + batch complete",
-                    **_run_phase(pool, server.port, worker_keys, "batch", n, batch),
+                    "operation": label,
+                    **_run_phase(pool, server.port, worker_keys, "claim_complete" + MINIMAL, n),
                 }
             )
-            progress(f"http: batch claim {batch}", 1, 1)
+            progress("http: claim+complete, minimal", 1, 1)
+            for suffix, label in (("", ""), (MINIMAL, ", minimal")):
+                _enqueue_batches(server.port, producer_keys[0], n)
+                progress(f"http: batch claim {batch}{suffix}", 0, 1)
+                rows.append(
+                    {
+                        "operation": f"batch claim {batch} + batch complete{label}",
+                        **_run_phase(pool, server.port, worker_keys, "batch" + suffix, n, batch),
+                    }
+                )
+                progress(f"http: batch claim {batch}{suffix}", 1, 1)
         finally:
             server.stop()
     for row in rows:

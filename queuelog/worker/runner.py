@@ -48,7 +48,7 @@ class Job:
     payload: dict[str, Any]
     attempt: int
     max_retries: int
-    raw: dict[str, Any]
+    raw: dict[str, Any]  # the claim's answer: the compact WorkerJob of /openapi.json
 
 
 class Worker:
