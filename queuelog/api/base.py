@@ -6,7 +6,6 @@ The views are thin adapters (README, "JSON API"): they parse input, check the ca
 
 from __future__ import annotations
 
-import json
 from functools import wraps
 from typing import Any
 
@@ -16,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.api.refusals import problem_of
+from queuelog.api.render import dumps, json_text_response, render_json
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
 from queuelog.engines import JobRecord
@@ -99,16 +99,16 @@ def requires(*allowed: str):
 # -- rendering ----------------------------------------------------------------------------------------
 
 
-def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
-    """A job as the caller may see it (the principal says): idempotency keys for owners and admins, error
-    text for admins."""
+def job_json(job: JobRecord, principal: Principal) -> str:
+    """A job as the caller may see it (the principal says), as JSON text: idempotency keys for owners and
+    admins, error text for admins. The fields and their order are those JOB declares (answers.py)."""
     if principal.sees_errors:
         omit = _HIDDEN_FROM_ADMINS
     elif principal.sees_idempotency_key(job):
         omit = _HIDDEN_FROM_OWNERS
     else:
         omit = _HIDDEN_FROM_OTHERS
-    return JOB.render(job, omit)  # the fields and their order are those JOB declares (answers.py)
+    return render_json(JOB, job, omit)
 
 
 _HIDDEN_FROM_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
@@ -117,11 +117,22 @@ _HIDDEN_FROM_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    text = json.dumps(body, ensure_ascii=False) + "\n"  # ends with a newline, like any text output
-    response = Response(text, status=status, mimetype="application/json")
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
-    return response
+    """``body`` (a value) as a JSON answer; ``render.json_text_response`` takes text already written."""
+    return json_text_response(dumps(body), status, headers)
+
+
+MINIMAL = {"Preference-Applied": "return=minimal"}
+
+
+def wants_minimal() -> bool:
+    """Whether the request says ``Prefer: return=minimal`` (RFC 7240): preferences are separated by commas,
+    in one header or several, names and these values in any case, and the first ``return`` counts."""
+    for header in request.headers.getlist("Prefer"):
+        for preference in header.split(","):
+            name, _, value = preference.partition(";")[0].partition("=")
+            if name.strip().lower() == "return":
+                return value.strip().strip('"').lower() == "minimal"
+    return False
 
 
 def visible_job(job: JobRecord | None, principal: Principal, job_id: int) -> JobRecord:

@@ -143,11 +143,16 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed
 
 
-def answer(schema: dict[str, Any], description: str | None = None, out: Any = None) -> Field:
-    """A value of an answer (never validated on the way out): its schema and how a record's value is shown."""
+def answer(
+    schema: dict[str, Any], description: str | None = None, out: Any = None, text: Any = None
+) -> Field:
+    """A value of an answer (never validated on the way out): its schema and how a record's value is shown,
+    as a value (``out``) and as JSON text (``text``; by default the JSON of that value)."""
     if description:
         schema["description"] = description
-    return Field(schema, out=out)
+    field = Field(schema, out=out)
+    field.text = text
+    return field
 
 
 def array(item: Field, description: str | None = None) -> Field:

@@ -14,6 +14,7 @@ from queuelog.api.base import (
     visible_job,
 )
 from queuelog.api.problems import invalid
+from queuelog.api.render import json_array, json_object, json_text_response, text_or_null
 from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
     batch_key,
@@ -40,7 +41,7 @@ def enqueue():
     principal.check_priority(spec.priority)
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job.id)}
-    return json_response(job_json(job, principal), 201 if created else 200, location)
+    return json_text_response(job_json(job, principal), 201 if created else 200, location)
 
 
 @bp.post("/jobs/batch")
@@ -59,7 +60,8 @@ def enqueue_batch():
             raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
     results = queue().enqueue_many(principal.name, specs)
     created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
-    return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201 if created else 200)
+    jobs = json_array(job_json(job, principal) for job, _ in results)
+    return json_text_response(json_object({"jobs": jobs}), 201 if created else 200)
 
 
 @bp.get("/jobs")
@@ -83,8 +85,13 @@ def list_jobs():
         search, before_id=query["cursor"], limit=query["limit"]
     )
     next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
-    jobs = [job_json(j, principal) for j in page.jobs]
-    return json_response({"jobs": jobs, "next_cursor": next_cursor, "window_full": page.window_full})
+    jobs = json_array(job_json(j, principal) for j in page.jobs)
+    answer = {
+        "jobs": jobs,
+        "next_cursor": text_or_null(next_cursor),
+        "window_full": "true" if page.window_full else "false",
+    }
+    return json_text_response(json_object(answer))
 
 
 @bp.get("/jobs/<jobid:job_id>")
@@ -92,7 +99,7 @@ def list_jobs():
 def get_job(job_id: int):
     """Read jobs."""
     job = visible_job(queue().get(job_id), g.principal, job_id)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))
 
 
 @bp.get("/jobs/<jobid:job_id>/events")
@@ -115,7 +122,7 @@ def cancel(job_id: int):
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
     job = queue().cancel(job_id, principal.name, owner=principal.cancel_scope)
-    return json_response(job_json(job, principal))
+    return json_text_response(job_json(job, principal))
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")
@@ -124,4 +131,4 @@ def retry(job_id: int):
     """Retry jobs."""
     EMPTY_BODY.parse(read_body())
     job = queue().retry(job_id, g.principal.name)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))

@@ -49,6 +49,31 @@ COMMON = {
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 JOB_ID["description"] = "ASCII digits only, at most 18 of them."
 JOB = _json("The job", _schema(answers.JOB))
+PREFER = {
+    "name": "Prefer",
+    "in": "header",
+    "schema": {"type": "string", "examples": ["return=minimal"]},
+    "description": "return=minimal (RFC 7240) asks for the compact answer a worker needs; the answer then "
+    "says Preference-Applied: return=minimal. Without it, or with return=representation, whole jobs.",
+}
+APPLIED = {
+    "Preference-Applied": {
+        "description": "return=minimal when the compact answer was given",
+        "schema": {"type": "string", "enum": ["return=minimal"]},
+    }
+}
+
+
+def _either(full: Shape | str, minimal: Shape) -> dict[str, Any]:
+    """An answer that is ``minimal`` when the request said Prefer: return=minimal, else ``full``."""
+    return {"anyOf": [_schema(full), _schema(minimal)]}
+
+
+REPORTED = _json(
+    "The job; with Prefer: return=minimal, where it stands (JobState)",
+    _either(answers.JOB, answers.JOB_STATE),
+    APPLIED,
+)
 NOT_FOUND = _problem("No such job, or one the caller may not see")
 NOT_HOLDER = _problem("The caller does not hold the job's lease (not-lease-holder), whatever its state")
 
@@ -108,8 +133,16 @@ def _paths() -> dict[str, Any]:
         "/jobs/complete": {
             "post": _op(
                 "Complete 1 to 100 held jobs; each item is judged alone (worker)",
-                {"200": _json("One result per item, in order", _schema(answers.COMPLETE_RESULTS))},
+                {
+                    "200": _json(
+                        "One result per item, in order; with Prefer: return=minimal a completed item is "
+                        "{id, status} without its job",
+                        _schema(answers.COMPLETE_RESULTS),
+                        APPLIED,
+                    )
+                },
                 schemas.BATCH_COMPLETE_BODY,
+                [PREFER],
             ),
         },
         "/jobs/claim": {
@@ -117,12 +150,22 @@ def _paths() -> dict[str, Any]:
                 "Claim the next claimable job(s) (worker)",
                 {
                     "200": _json(
-                        "A job; or {jobs: [...]} when limit was given",
-                        {"anyOf": [_schema("ClaimedJob"), _schema(answers.CLAIMED_JOBS)]},
+                        "A job; or {jobs: [...]} when limit was given. With Prefer: return=minimal, "
+                        "each job is a WorkerJob",
+                        {
+                            "anyOf": [
+                                _schema("ClaimedJob"),
+                                _schema(answers.CLAIMED_JOBS),
+                                _schema(answers.WORKER_JOB),
+                                _schema(answers.WORKER_JOBS),
+                            ]
+                        },
+                        APPLIED,
                     ),
                     "204": {"description": "Nothing claimable (without limit)"},
                 },
                 schemas.CLAIM_BODY,
+                [PREFER],
                 required=False,
             ),
         },
@@ -143,29 +186,33 @@ def _paths() -> dict[str, Any]:
         "/jobs/{job_id}/complete": {
             "post": _op(
                 "Report success (the lease holder)",
-                {"200": JOB, "404": NOT_FOUND, "409": NOT_HOLDER},
+                {"200": REPORTED, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.COMPLETE_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/heartbeat": {
             "post": _op(
                 "Extend the lease (the lease holder)",
-                {"200": JOB, "404": NOT_FOUND, "409": NOT_HOLDER},
+                {"200": REPORTED, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.HEARTBEAT_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/fail": {
             "post": _op(
                 "Report failure (the lease holder)",
                 {
-                    "200": _json("The job, pending again or failed", _schema(answers.JOB)),
+                    "200": _json(
+                        "The job, pending again or failed; with Prefer: return=minimal, where it stands",
+                        _either(answers.JOB, answers.JOB_STATE),
+                        APPLIED,
+                    ),
                     "404": NOT_FOUND,
                     "409": NOT_HOLDER,
                 },
                 schemas.FAIL_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/cancel": {

@@ -39,7 +39,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
             rss = f"  server max RSS {row['server_max_rss_mb']:.0f} MB" if "server_max_rss_mb" in row else ""
             lines.append(
                 f"{head} {row['requests_per_s']:>7,.0f} req/s {row['jobs_per_s']:>8,.0f} jobs/s"
-                f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}{rss}"
+                f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}"
+                f"  server CPU {row['server_cpu_us_per_request']:,.0f} us/req{rss}"
             )
     return "\n".join(lines)
 

@@ -43,13 +43,15 @@ if TYPE_CHECKING:
 class JobRecord(NamedTuple):
     """A job as stored: the one definition of the job's columns (``JOB_COLUMNS`` follows its order).
 
-    Times are aware UTC datetimes, ``payload`` and ``result`` parsed JSON. ``job["status"]`` reads a
-    field by name as well as ``job.status`` does, for faces written when jobs were dicts.
+    Times are aware UTC datetimes. ``payload`` and ``result`` are the JSON text as the database keeps it
+    (never parsed on the way through: the API splices it into its answers; ``json.loads`` it to look
+    inside). ``job["status"]`` reads a field by name as well as ``job.status`` does, for faces written when
+    jobs were dicts.
     """
 
     id: int
     type: str
-    payload: dict[str, Any]
+    payload: str
     priority: int
     status: str
     retry_count: int
@@ -64,7 +66,7 @@ class JobRecord(NamedTuple):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
-    result: dict[str, Any] | None
+    result: str | None
     error: str | None
 
     def __getitem__(self, name: str) -> Any:  # type: ignore[override]

@@ -205,9 +205,9 @@ def decode_time(value: datetime | None) -> datetime | None:
     return value if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
-def schema_text(schema: Any) -> str | None:
-    """A payload schema as canonical JSON text (jsonb arrives parsed)."""
-    return None if schema is None else json.dumps(schema, sort_keys=True)
+def schema_text(schema: str | None) -> str | None:
+    """A payload schema as canonical JSON text (jsonb arrives as text: ``Database.cursor``)."""
+    return None if schema is None else json.dumps(json.loads(schema), sort_keys=True)
 
 
 _TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
@@ -215,8 +215,8 @@ _record = JobRecord._make
 
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
-    """A ``jobs`` row in ``JOB_COLUMNS`` order. psycopg parses jsonb; times come in the session's time
-    zone (UTC, unless the connection predates the engine) and are made UTC."""
+    """A ``jobs`` row in ``JOB_COLUMNS`` order. jsonb comes as its text (``Database.cursor``); times come
+    in the session's time zone (UTC, unless the connection predates the engine) and are made UTC."""
     values = list(row)
     for i in _TIMES:
         value = values[i]

@@ -172,21 +172,16 @@ def schema_text(schema: str | None) -> str | None:
 
 
 _TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
-_PAYLOAD, _RESULT = JOB_FIELDS.index("payload"), JOB_FIELDS.index("result")
 _record = JobRecord._make
 _fromisoformat = datetime.fromisoformat
-_loads = json.loads
 
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
-    """A ``jobs`` row in ``JOB_COLUMNS`` order: times from text, JSON from text."""
+    """A ``jobs`` row in ``JOB_COLUMNS`` order: times from text; JSON stays the text it is stored as."""
     values = list(row)
     for i in _TIMES:
         if values[i] is not None:
             values[i] = _fromisoformat(values[i] + "+00:00")
-    values[_PAYLOAD] = _loads(values[_PAYLOAD])
-    if values[_RESULT] is not None:
-        values[_RESULT] = _loads(values[_RESULT])
     return _record(values)
 
 

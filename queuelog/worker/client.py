@@ -38,6 +38,11 @@ class LeaseLost(RequestRefused):
     worker's (its lease expired and it was handed out again, or it is gone)."""
 
 
+# The compact answers (README, "JSON API"): a claim gives what a handler needs, a report only the job's
+# state; the other endpoints ignore the preference.
+COMPACT = {"Prefer": "return=minimal"}
+
+
 class QueueClient:
     """Talks to one queuelog server with one worker key. One keep-alive connection per thread."""
 
@@ -52,7 +57,7 @@ class QueueClient:
         Raises TransientError (no answer, 5xx, 429) or RequestRefused (any other 4xx).
         """
         try:
-            answer = self.transport.send(method, path, body, timeout=timeout)
+            answer = self.transport.send(method, path, body, timeout=timeout, headers=COMPACT)
         except NoAnswer as exc:
             raise TransientError(str(exc)) from exc
         if answer.status >= 500 or answer.status == 429:
@@ -80,7 +85,9 @@ class QueueClient:
         types: list[str] | None = None,
         lease_seconds: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Claim up to ``limit`` jobs, waiting up to ``wait_seconds`` on the server when there are none."""
+        """Claim up to ``limit`` jobs, waiting up to ``wait_seconds`` on the server when there are none; each
+        as a compact WorkerJob (id, type, payload, priority, retry_count, max_retries, lease_expires_at,
+        lease_token)."""
         body: dict[str, Any] = {"limit": limit, "wait_seconds": wait_seconds}
         if types:
             body["types"] = types
@@ -89,15 +96,17 @@ class QueueClient:
         return self.request("POST", "/jobs/claim", body, timeout=wait_seconds + self.timeout)["jobs"]
 
     def complete_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Complete held jobs in one request; one result per item, each with its own status."""
+        """Complete held jobs in one request; one result per item, each with its own status (an id and a
+        status for a completed job; with its error for a refused one)."""
         return self.request("POST", "/jobs/complete", {"jobs": items})["results"]
 
     def fail(self, job_id: int, lease_token: str, error: str, *, retryable: bool) -> dict[str, Any]:
-        """Report a failed attempt; returns the job ("pending" again when it will be retried)."""
+        """Report a failed attempt; returns where the job stands (status "pending" again when it will be
+        retried)."""
         body = {"lease_token": lease_token, "error": error, "retryable": retryable}
         return self._held_job_request(f"/jobs/{job_id}/fail", body)
 
     def heartbeat(self, job_id: int, lease_token: str, lease_seconds: int) -> dict[str, Any]:
-        """Extend a held job's lease; returns the job."""
+        """Extend a held job's lease; returns where the job stands (its new lease_expires_at)."""
         body = {"lease_token": lease_token, "lease_seconds": lease_seconds}
         return self._held_job_request(f"/jobs/{job_id}/heartbeat", body)
