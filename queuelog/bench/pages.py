@@ -96,9 +96,9 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
 
     url = target.fresh("pages")
     _fill(target, url, n)
-    app = create_app(
-        {"QUEUELOG": {"DATABASE_URL": url, "SECRET_KEY": "bench", "ADMIN_PASSWORD": "bench-password"}}
-    )
+    # No maintenance thread: it would outlive the scenario, whose database is dropped after it.
+    settings = {"DATABASE_URL": url, "SECRET_KEY": "bench", "ADMIN_PASSWORD": "bench-password"}
+    app = create_app({"QUEUELOG": {**settings, "RETENTION": "", "SCHEDULE_TICK": 0}})
     db = app.extensions["queuelog"]["db"]
     key = create_key(db, "bench-admin-key", "producer", username="admin")
     api = {"Authorization": f"Bearer {key}"}

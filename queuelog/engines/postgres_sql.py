@@ -251,7 +251,12 @@ HELD_JOBS = (
 )
 HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
 # Through ix_jobs_status_finished_at, from its newest end.
-RECENT_FINISHED = f"{_SAMPLE} WHERE status = %(status)s AND finished_at >= %(since)s ORDER BY finished_at DESC LIMIT %(limit)s"
+# Through the partial index of finished jobs (ix_jobs_finished), whose condition is repeated in words so
+# that a generic plan of the prepared statement can use it too.
+RECENT_FINISHED = (
+    f"{_SAMPLE} WHERE status = %(status)s AND status IN ('completed', 'failed', 'cancelled')"
+    " AND finished_at >= %(since)s ORDER BY finished_at DESC LIMIT %(limit)s"
+)
 # Through ix_jobs_type_id, from its newest end.
 RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = %(type)s ORDER BY id DESC LIMIT %(limit)s"
 # api_keys holds one row per key ever made: a few hundred at most.

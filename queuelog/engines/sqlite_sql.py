@@ -209,8 +209,11 @@ HELD_JOBS = (
 )
 HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
 # Through ix_jobs_status_finished_at, from its newest end.
+# Through the partial index of finished jobs (ix_jobs_finished), whose condition the statement repeats in
+# words: SQLite uses a partial index only when the WHERE clause implies its condition as written.
 RECENT_FINISHED = (
-    f"{_SAMPLE} WHERE status = :status AND finished_at >= :since ORDER BY finished_at DESC LIMIT :limit"
+    f"{_SAMPLE} WHERE status = :status AND status IN ('completed', 'failed', 'cancelled')"
+    " AND finished_at >= :since ORDER BY finished_at DESC LIMIT :limit"
 )
 # Through ix_jobs_type_id, from its newest end.
 RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = :type ORDER BY id DESC LIMIT :limit"
