@@ -49,6 +49,21 @@ JOB_FIELDS: dict[str, Field] = {
     "idempotency_key": answer({"type": ["string", "null"]}, "Shown to its owner and admins only."),
     "error": answer({"type": ["string", "null"]}, "The last error, redacted; shown to admins only."),
     "lease_token": answer({"type": "string"}, "In claim answers only: send it back with every report."),
+    # A running job's cancellation, progress and snoozes (docs/running-jobs.md).
+    "cancel_requested": answer(
+        {"type": "boolean"},
+        "True while someone's request to cancel the running job waits for its worker: the worker should "
+        "stop and report POST /jobs/{id}/cancelled.",
+    ),
+    "cancel_requested_at": _time("When the cancellation was requested, while it waits."),
+    "cancel_requested_by": answer({"type": ["string", "null"]}, "Who asked, while it waits."),
+    "progress": answer(
+        {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+        "The running attempt's last reported progress, in percent; null when it reported none.",
+    ),
+    "progress_message": answer({"type": ["string", "null"]}, "The message of that report."),
+    "progress_updated_at": _time("When that report came."),
+    "snooze_count": answer({"type": "integer"}, "How often a worker handed the job back to run later."),
 }
 SHOWN_TO_SOME = frozenset({"idempotency_key", "error", "lease_token"})
 JOB = Shape(

@@ -150,7 +150,8 @@ def _paths() -> dict[str, Any]:
         },
         "/jobs/{job_id}/heartbeat": {
             "post": _op(
-                "Extend the lease (the lease holder)",
+                "Extend the lease, and report progress (the lease holder); the job's cancel_requested "
+                "says whether to stop",
                 {"200": JOB, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.HEARTBEAT_BODY,
                 [JOB_ID],
@@ -170,11 +171,49 @@ def _paths() -> dict[str, Any]:
         },
         "/jobs/{job_id}/cancel": {
             "post": _op(
-                "Cancel a pending job (owner, admin)",
-                {"200": JOB, "404": NOT_FOUND, "409": _problem("Not pending")},
+                "Cancel a pending job, or ask the worker of a running one to stop it (owner, admin)",
+                {
+                    "200": _json("The job, cancelled", _schema(answers.JOB)),
+                    "202": _json(
+                        "The job, still running, with cancel_requested: its worker stops it",
+                        _schema(answers.JOB),
+                    ),
+                    "404": NOT_FOUND,
+                    "409": _problem("Neither pending nor running"),
+                },
                 schemas.EMPTY_BODY,
                 [JOB_ID],
                 required=False,
+            ),
+        },
+        "/jobs/{job_id}/snooze": {
+            "post": _op(
+                "Hand a held job back to run later, not counted as a failure (the lease holder)",
+                {
+                    "200": _json(
+                        "The job, pending (or cancelled, when that was requested)", _schema(answers.JOB)
+                    ),
+                    "404": NOT_FOUND,
+                    "409": _problem(
+                        Configured(
+                            text="Not the lease holder; or invalid-state: snoozed {MAX_SNOOZES} times already"
+                        )
+                    ),
+                },
+                schemas.SNOOZE_BODY,
+                [JOB_ID],
+            ),
+        },
+        "/jobs/{job_id}/cancelled": {
+            "post": _op(
+                "Report that a held job stopped because its cancellation was requested (the lease holder)",
+                {
+                    "200": _json("The job, cancelled", _schema(answers.JOB)),
+                    "404": NOT_FOUND,
+                    "409": _problem("Not the lease holder; or invalid-state: no cancellation was requested"),
+                },
+                schemas.CANCELLED_BODY,
+                [JOB_ID],
             ),
         },
         "/jobs/{job_id}/retry": {

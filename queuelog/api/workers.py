@@ -80,7 +80,13 @@ def heartbeat(job_id: int):
     """Extend leases."""
     body = HEARTBEAT_BODY.parse(read_body())
     token, lease = body["lease_token"], body["lease_seconds"]
-    job = queue().heartbeat(job_id, g.principal.name, token, lease)
+    percent, message = body["progress"], body["progress_message"]
+    if percent is None and message is None:
+        job = queue().heartbeat(job_id, g.principal.name, token, lease)
+    else:  # with a progress report (queue/running.py)
+        job = queue().progress(
+            job_id, g.principal.name, token, percent=percent, message=message, lease_seconds=lease
+        )
     return json_response(job_json(job, g.principal))
 
 

@@ -29,6 +29,7 @@ from queuelog.engines.records import (
     ThroughputRow,
     Unchanged,
 )
+from queuelog.engines.running import RunningOperations
 
 if TYPE_CHECKING:
     from queuelog.models import JobType
@@ -60,9 +61,31 @@ class JobRecord(NamedTuple):
     finished_at: datetime | None
     result: dict[str, Any] | None
     error: str | None
+    # A running job's cancellation, progress and snoozes (docs/running-jobs.md): read them through the
+    # properties below, which hide a progress report left over from an earlier attempt.
+    cancel_requested_at: datetime | None
+    cancel_requested_by: str | None
+    progress_percent: int | None
+    progress_note: str | None
+    progress_at: datetime | None
+    snooze_count: int
 
     def __getitem__(self, name: str) -> Any:  # type: ignore[override]
         return getattr(self, name)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether someone asked to cancel this running job and it has not stopped yet."""
+        return self.cancel_requested_at is not None
+
+    def _reported(self, value: Any) -> Any:
+        # A progress report belongs to the attempt running when it came: a later claim makes it stale.
+        current = self.status == "running" and self.progress_at is not None and self.claimed_at is not None
+        return value if current and self.progress_at >= self.claimed_at else None  # type: ignore[operator]
+
+    progress = property(lambda self: self._reported(self.progress_percent), doc="The attempt's 0..100.")
+    progress_message = property(lambda self: self._reported(self.progress_note), doc="Its message.")
+    progress_updated_at = property(lambda self: self._reported(self.progress_at), doc="Its report's time.")
 
 
 JOB_FIELDS: tuple[str, ...] = JobRecord._fields
@@ -83,7 +106,7 @@ class EventRecord(NamedTuple):
         return getattr(self, name)
 
 
-class QueueEngine(Protocol):
+class QueueEngine(RunningOperations, Protocol):
     """Whole operations on jobs in one database. Times passed in are aware datetimes (the queue layer's
     clock); every write that changes a job adds its history row in the same transaction."""
 

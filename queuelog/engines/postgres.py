@@ -67,7 +67,11 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(EngineReads, OrmJobTypes):
+# After retry_aborted, which the running jobs' operations use too.
+from queuelog.engines.postgres_running import EXPIRE_CANCELLED, PostgresRunning  # noqa: E402
+
+
+class PostgresEngine(EngineReads, OrmJobTypes, PostgresRunning):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"
@@ -145,6 +149,7 @@ class PostgresEngine(EngineReads, OrmJobTypes):
             params["types"] = list(types)
         statement = CLAIM[bool(types)]
         with self.db.cursor(write=True, autocommit=True) as cur:
+            cur.execute(EXPIRE_CANCELLED, {"now": now})  # first, at the same time: these are not retried
             tagged = cur.execute(statement, params).fetchall()
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
@@ -223,6 +228,7 @@ class PostgresEngine(EngineReads, OrmJobTypes):
     @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         with self.db.cursor(write=True, autocommit=True) as cur:
+            cur.execute(EXPIRE_CANCELLED, {"now": now})  # first, at the same time: these are not retried
             rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
         return [decode_job(row) for row in rows]
 

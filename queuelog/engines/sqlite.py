@@ -20,6 +20,7 @@ from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.reads import EngineReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.sqlite_running import SQLiteRunning
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
@@ -61,7 +62,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, OrmJobTypes):
+class SQLiteEngine(EngineReads, OrmJobTypes, SQLiteRunning):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
@@ -205,6 +206,7 @@ class SQLiteEngine(EngineReads, OrmJobTypes):
 
     def _expire(self, cur: Any, now: datetime, backoff: Backoff) -> list[JobRecord]:
         ts = bind_time(now)
+        self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried (sqlite_running.py)
         rows = cur.execute(EXPIRE, {"now": ts}).fetchall()
         jobs = [self._push_back(cur, decode_job(row), now, backoff) for row in rows]
         events = []

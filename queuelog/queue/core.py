@@ -26,6 +26,7 @@ from queuelog.queue.errors import (
     QueueError,
 )
 from queuelog.queue.longpoll import LongPolls
+from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
@@ -33,8 +34,9 @@ from queuelog.redact import redact_error
 MAX_ERROR_CHARS = 4096
 
 
-class Queue(LongPolls):
-    """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``.
+class Queue(LongPolls, RunningJobs):
+    """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``; and
+    running jobs' cancellation, progress and snoozes (running.py).
 
     Jobs come back as ``JobRecord`` (queuelog/engines/base.py). A refused transition raises a
     ``QueueError``: ``JobNotFound``, ``NotLeaseHolder`` (the same whatever the job's state), ``InvalidState``
@@ -51,6 +53,7 @@ class Queue(LongPolls):
         clock: Callable[[], datetime] = utcnow,
         rand: Callable[[], float] = random.random,
         poll_interval: float = 0.2,
+        max_snoozes: int = 50,
     ):
         self.db = db
         self.engine = engine_for(db)
@@ -61,6 +64,7 @@ class Queue(LongPolls):
         self.rand = rand
         self.types = JobTypeRules(db)
         self.poll_interval = poll_interval
+        self.max_snoozes = max_snoozes
         self._arrivals = threading.Condition()
 
     def _backoff(self) -> Backoff:
@@ -176,6 +180,9 @@ class Queue(LongPolls):
         """
         error = error[: 4 * MAX_ERROR_CHARS].replace("\x00", "\ufffd")
         error = redact_error(error.encode("utf-8", "replace").decode("utf-8"))[:MAX_ERROR_CHARS]
+        cancelled = self._fail_cancelled(job_id, worker, lease_token, error)
+        if cancelled is not None:  # its cancellation was requested: it ends cancelled, not retried
+            return cancelled
         outcome = self.engine.fail(
             job_id,
             worker,
@@ -200,13 +207,16 @@ class Queue(LongPolls):
     # -- people's actions ---------------------------------------------------------------------------
 
     def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> JobRecord:
-        """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
+        """Cancel a pending job, or ask the worker of a running one to stop it (the job comes back still
+        running, ``cancel_requested``). ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
         outcome = self.engine.cancel(job_id, actor, now=self.clock(), owner=owner)
+        if isinstance(outcome, Unchanged) and outcome.job is not None and outcome.job.status == "running":
+            outcome = self._request_cancel(job_id, actor, owner)
         if isinstance(outcome, Unchanged):
             job = outcome.job
             if job is None or (owner is not None and job.owner != owner):
                 raise JobNotFound(f"job {job_id} does not exist")
-            raise InvalidState(f"job {job_id} is {job.status}; only pending jobs can be cancelled")
+            raise InvalidState(f"job {job_id} is {job.status}; only pending or running jobs can be cancelled")
         return outcome
 
     def retry(self, job_id: int, actor: str) -> JobRecord:
