@@ -5,14 +5,19 @@
     @handles("email")
     def send_email(job):
         ...                      # job.id, job.type, job.payload, job.attempt
+        job.progress(50, "half") # shown on the job's page; raises JobCancelled once a cancel is asked
         return {"sent": True}    # becomes the job's result
+
+``job.check_cancelled()``, ``job.cancel_requested`` and ``job.snooze(seconds)`` are described in
+docs/running-jobs.md.
 
 Run them with ``queuelog-worker --url http://queue:8000 --handlers mymodule`` (the key from
 ``QUEUELOG_WORKER_KEY``). This package imports neither Flask nor SQLAlchemy.
 """
 
 from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
-from queuelog.worker.runner import Job, PermanentFailure, Worker
+from queuelog.worker.job import Job, JobCancelled, Snooze
+from queuelog.worker.runner import PermanentFailure, Worker
 
 
 def handles(job_type: str):
@@ -27,10 +32,12 @@ def handles(job_type: str):
 
 __all__ = [
     "Job",
+    "JobCancelled",
     "LeaseLost",
     "PermanentFailure",
     "QueueClient",
     "RequestRefused",
+    "Snooze",
     "TransientError",
     "Worker",
     "handles",

@@ -22,11 +22,11 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from queuelog.redact import redact_error
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.job import Job, JobCancelled, Snooze
 from queuelog.worker.leases import Held, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
 
@@ -37,18 +37,6 @@ STEP = 0.1  # seconds between checks for a stop request while the main thread wa
 
 class PermanentFailure(Exception):
     """Raise from a handler when retrying cannot help (bad input, say): the job fails without retries."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """What a handler receives."""
-
-    id: int
-    type: str
-    payload: dict[str, Any]
-    attempt: int
-    max_retries: int
-    raw: dict[str, Any]
 
 
 class Worker:
@@ -203,11 +191,27 @@ class Worker:
         return self._exit_code
 
     def _run_job(self, raw: dict[str, Any]) -> None:
-        job = Job(raw["id"], raw["type"], raw["payload"], raw["retry_count"] + 1, raw["max_retries"], raw)
+        with self._lock:
+            held = self.held.get(raw["id"])
+
+        def send_progress(percent: int | None, message: str | None) -> None:
+            if held is not None:
+                held.report_progress(self.client, self.lease_seconds, percent, message)
+
+        attempt = raw["retry_count"] + 1
+        job = Job(
+            raw["id"], raw["type"], raw["payload"], attempt, raw["max_retries"], raw, held, send_progress
+        )
         where = f"job {job.id} ({job.type}) attempt {job.attempt} of {job.max_retries + 1}"
         started = time.perf_counter()
         try:
             result = self._call(job)
+        except JobCancelled:  # docs/running-jobs.md
+            log.info("%s stopped: its cancellation was requested", where)
+            report = Report(raw, _ms(started), cancelled=True, error=_traceback())
+        except Snooze as snooze:
+            log.info("%s snoozed for %g s", where, snooze.delay_seconds)
+            report = Report(raw, _ms(started), snooze=snooze.delay_seconds)
         except PermanentFailure:
             log.error("%s failed permanently: no retries", where, exc_info=True)
             report = Report(raw, _ms(started), error=_traceback(), retryable=False)
