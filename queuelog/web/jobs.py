@@ -214,10 +214,19 @@ def cancel(job_id: int):
     _visible_job(job_id)
     if ConfirmForm().validate_on_submit():
         try:
-            queue().cancel(job_id, current_user.username, owner=_owner_scope())
-            flash(_("Job %(id)s cancelled.", id=job_id), "success")
+            job = queue().cancel(job_id, current_user.username, owner=_owner_scope())
+            if job.status == "running":  # docs/running-jobs.md
+                flash(
+                    _(
+                        "Cancellation of job %(id)s requested: its worker stops it at its next check.",
+                        id=job_id,
+                    ),
+                    "success",
+                )
+            else:
+                flash(_("Job %(id)s cancelled.", id=job_id), "success")
         except InvalidState:
-            flash(_("Only pending jobs can be cancelled."), "error")
+            flash(_("Only pending or running jobs can be cancelled."), "error")
         except JobNotFound:
             abort(404)
     return redirect(url_for("web_jobs.job_page", job_id=job_id))

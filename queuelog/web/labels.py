@@ -30,4 +30,6 @@ LABELS = [
     N_("retry_scheduled"),
     N_("lease_expired"),
     N_("retried"),
+    N_("cancel_requested"),
+    N_("snoozed"),
 ]
