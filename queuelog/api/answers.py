@@ -55,8 +55,11 @@ JOB_FIELDS: dict[str, Field] = {
         "True while someone's request to cancel the running job waits for its worker: the worker should "
         "stop and report POST /jobs/{id}/cancelled.",
     ),
-    "cancel_requested_at": _time("When the cancellation was requested, while it waits."),
-    "cancel_requested_by": answer({"type": ["string", "null"]}, "Who asked, while it waits."),
+    "cancel_requested_at": _time(
+        "When a cancellation was requested; null when none was, or once the job ended cancelled (its "
+        "history keeps it). A job completed despite the request keeps it."
+    ),
+    "cancel_requested_by": answer({"type": ["string", "null"]}, "Who asked for it, likewise."),
     "progress": answer(
         {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
         "The running attempt's last reported progress, in percent; null when it reported none.",

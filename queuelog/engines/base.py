@@ -75,8 +75,9 @@ class JobRecord(NamedTuple):
 
     @property
     def cancel_requested(self) -> bool:
-        """Whether someone asked to cancel this running job and it has not stopped yet."""
-        return self.cancel_requested_at is not None
+        """Whether someone asked to cancel this running job and it has not stopped yet (a job completed
+        despite the request keeps the request's time and asker, but is no longer to be stopped)."""
+        return self.status == "running" and self.cancel_requested_at is not None
 
     def _reported(self, value: Any) -> Any:
         # A progress report belongs to the attempt running when it came: a later claim makes it stale.

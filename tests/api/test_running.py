@@ -116,6 +116,7 @@ def test_a_job_completed_despite_the_request_stays_completed(producer, worker, a
     admin.post(f"/jobs/{job['id']}/cancel")
     done = report(worker, job, "complete", result={"n": 1})
     assert done.status_code == 200 and done.json["status"] == "completed"
+    assert done.json["cancel_requested"] is False and done.json["cancel_requested_by"] == "admin"
     assert events(admin, job)[-2:] == [("cancel_requested", "admin", 1), ("completed", "worker-1", 1)]
 
 
