@@ -15,7 +15,7 @@ depends_on = None
 
 
 # Plain ADD COLUMN on both engines: SQLite adds nullable columns and columns with a constant default in
-# place, so the jobs table (and its counting triggers) is not rebuilt.
+# place, so the jobs table and its counting triggers (0003) are left as they are.
 def _columns() -> list[sa.Column]:
     return [
         sa.Column("cancel_requested_at", sa.DateTime(timezone=True), nullable=True),
@@ -33,6 +33,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch_op:
-        for column in reversed(_columns()):
-            batch_op.drop_column(column.name)
+    # Plain DROP COLUMN (SQLite 3.35+), not a batch: rebuilding the table would drop its triggers.
+    for column in reversed(_columns()):
+        op.drop_column("jobs", column.name)
