@@ -30,6 +30,8 @@ LABELS = [
     N_("retry_scheduled"),
     N_("lease_expired"),
     N_("retried"),
-    N_("cancel_requested"),
-    N_("snoozed"),
 ]
+
+# Events of running jobs (docs/running-jobs.md), with "_" shown as a space like the others:
+# cancel_requested is "cancel requested".
+RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]
