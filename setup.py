@@ -2,8 +2,9 @@
 
 - The top-level ``templates/`` and ``static/`` folders of the repository become ``queuelog/templates`` and
   ``queuelog/static`` in the wheel (``queuelog.paths`` looks in both places).
-- Each translation catalog ``messages.po`` is compiled into ``messages.mo`` by the build, so an installed
-  queuelog never writes into its own folder. The ``.po`` files stay out of the wheel.
+- Each translation catalog ``messages.po`` is compiled into ``messages.mo`` by the build, and the ``.po``
+  files stay out of the wheel: an installed queuelog reads its compiled catalogs as they are (a checkout
+  parses its ``.po`` files in memory instead, see ``queuelog/i18n.py``).
 """
 
 from pathlib import Path
@@ -18,7 +19,7 @@ class build_py_with_catalogs(build_py):
     def run(self) -> None:
         super().run()
         if getattr(self, "editable_mode", False):
-            return  # an editable install runs from the checkout, which compiles its catalogs at start-up
+            return  # an editable install runs from the checkout, which reads its .po files in memory
         from babel.messages.mofile import write_mo
         from babel.messages.pofile import read_po
 

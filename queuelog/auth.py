@@ -1,10 +1,9 @@
-"""Users, API keys and who may do what."""
+"""Users and API keys; who they are as a ``Principal`` (queuelog/principal.py says what each may do)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import func, select, update
@@ -13,34 +12,13 @@ from sqlalchemy.exc import IntegrityError
 from queuelog.db import Database
 from queuelog.engines import engine_for
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
+from queuelog.principal import Principal
 from queuelog.refusals import AlreadyExists, AuthError, Refusal, check_password
 
 KEY_PREFIX = "ql_"
 # last_used_at is a convenience for admins, not an audit trail: writing it on every request would turn every
 # read into a write, so it is refreshed at most once a minute per key.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-PRODUCER_MAX_PRIORITY = 10  # producers may enqueue low and medium
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling the API: a worker key, or a user (through a producer key or a login)."""
-
-    kind: str  # "worker" or "user"
-    name: str  # the worker's name (its worker_id), or the username
-    role: str | None = None  # for users: "admin" or "producer"
-
-    @property
-    def is_admin(self) -> bool:
-        return self.kind == "user" and self.role == "admin"
-
-    @property
-    def is_worker(self) -> bool:
-        return self.kind == "worker"
-
-    @property
-    def max_priority(self) -> int:
-        return 30 if self.is_admin else PRODUCER_MAX_PRIORITY
 
 
 def hash_key(raw: str) -> str:

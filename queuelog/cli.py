@@ -175,7 +175,7 @@ def types_add(name: str, description: str, schema_file) -> None:
             _fail(f"{schema_file.name}: nested too deeply")
         problem = check_schema(schema)
         if problem:
-            _fail(f"{schema_file.name}: {problem.detail}")
+            _fail(f"{schema_file.name}: {problem}")
     try:
         _ext("queue").types.add(name, description, schema)
     except IntegrityError:
@@ -232,5 +232,7 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
-    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli):
+    from queuelog.cli_schedules import schedules_cli
+
+    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli):
         app.cli.add_command(group)

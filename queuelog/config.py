@@ -43,12 +43,16 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "MAX_SNOOZES": (50, _INT),  # how often one job may be snoozed (docs/running-jobs.md)
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
+    "SCHEDULE_TICK": (1.0, _float),  # seconds between looks for due schedules (0: this process never fires)
     "METRICS_TOKEN": (None, str),  # a bearer token that may read /metrics (admins' keys may too)
     # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
     "SESSION_LIFETIME": ("12h", str),
     "SESSION_IDLE": ("2h", str),
     # How many reverse proxies stand in front of the app (each appends to X-Forwarded-For).
     "TRUSTED_PROXIES": (0, _INT),
+    # The console: candidates one search page examines at most; seconds one step of a bulk action works.
+    "SEARCH_SCAN": (10000, _INT),
+    "BULK_STEP_SECONDS": (2.0, _float),
 }
 DURATIONS = ("SESSION_LIFETIME", "SESSION_IDLE")
 

@@ -9,6 +9,7 @@ with "database is locked" when a read transaction tries to become a write transa
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import threading
@@ -89,6 +90,10 @@ class Database:
 
         ``autocommit=True`` (PostgreSQL; ignored on SQLite) makes each statement its own transaction: for
         blocks whose writes are single self-contained statements it saves the BEGIN and COMMIT round trips.
+
+        JSON comes out of these cursors as the text the database holds, on both databases: SQLite keeps
+        text, and PostgreSQL's jsonb is read with a text loader on the cursor (the ORM's connections keep
+        psycopg's parsing). A payload goes back out as it came in, never parsed and serialized again.
         """
         if self.dialect == "sqlite" and write:
             # SQLite has one writer at a time. Writers queue on locks that hand over at once: a thread lock
@@ -110,8 +115,11 @@ class Database:
             if autocommit:
                 dbapi_conn.autocommit = True
             cur = dbapi_conn.cursor()
-            if self.dialect == "sqlite" and write:
-                cur.execute("BEGIN IMMEDIATE")
+            if self.dialect == "sqlite":
+                if write:
+                    cur.execute("BEGIN IMMEDIATE")
+            else:
+                cur.adapters.register_loader(_JSONB_OID, _json_text_loader())
             yield cur
             if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
                 dbapi_conn.commit()
@@ -170,6 +178,17 @@ class Database:
         with self.engine.connect() as conn:
             current = set(MigrationContext.configure(conn).get_current_heads())
         return current == heads
+
+
+_JSONB_OID = 3802  # PostgreSQL's built-in jsonb type
+
+
+@functools.cache
+def _json_text_loader() -> type:
+    """psycopg's text loader (imported on first use: SQLite-only installs need no psycopg)."""
+    from psycopg.types.string import TextLoader
+
+    return TextLoader
 
 
 def _create_private_file(database: str | None) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, render_template, request
+from flask import Flask, Request, render_template, request
+from flask.sessions import SecureCookieSessionInterface
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
@@ -19,6 +20,7 @@ from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
 API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
+API_PATHS = ("/jobs", "/healthz", "/metrics", "/openapi.json")  # every route of the API blueprint
 log = logging.getLogger("queuelog")
 
 
@@ -49,6 +51,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_errorhandlers(app)
     register_commands(app)
     app.after_request(_security_headers)
+    app.session_interface = ApiFreeSessions()
     if config["TRUSTED_PROXIES"] > 0:  # the client address: from X-Forwarded-For, as our proxies wrote it
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])
     return app
@@ -73,12 +76,18 @@ def register_extensions(app: Flask) -> None:
         poll_interval=config["LONG_POLL_INTERVAL"],
         max_snoozes=config["MAX_SNOOZES"],
     )
-    app.extensions["queuelog"] = {"db": db, "queue": queue, "login_limiter": LoginLimiter(db)}
+    from queuelog.queue.schedules import Schedules
+
+    app.extensions["queuelog"] = {
+        "db": db,
+        "queue": queue,
+        "schedules": Schedules(queue),
+        "login_limiter": LoginLimiter(db),
+    }
 
     from queuelog.extensions import babel, csrf, login_manager
-    from queuelog.i18n import compile_catalogs, select_locale, select_timezone
+    from queuelog.i18n import select_locale, select_timezone
 
-    compile_catalogs(TRANSLATIONS)
     babel.init_app(
         app,
         locale_selector=select_locale,
@@ -96,10 +105,18 @@ def register_extensions(app: Flask) -> None:
         # A database server may come up after the app, another process may hold SQLite's write lock for
         # long: serve, and let /healthz say 503 while the database cannot be reached.
         app.logger.warning("the database was not ready at start-up (%s); serving anyway", reason)
-    if config["RETENTION"] and not app.testing:
+    if (config["RETENTION"] or config["SCHEDULE_TICK"] > 0) and not app.testing:
         from queuelog.maintenance import start_maintenance
 
-        start_maintenance(app, queue, parse_duration(config["RETENTION"]), config["PRUNE_INTERVAL"])
+        retention = parse_duration(config["RETENTION"]) if config["RETENTION"] else None
+        start_maintenance(
+            app,
+            queue,
+            retention,
+            config["PRUNE_INTERVAL"],
+            schedules=app.extensions["queuelog"]["schedules"] if config["SCHEDULE_TICK"] > 0 else None,
+            tick=config["SCHEDULE_TICK"],
+        )
 
 
 def prepare_database(app: Flask, db: Database) -> None:
@@ -215,18 +232,39 @@ def register_commands(app: Flask) -> None:
     register(app)
 
 
-def _security_headers(response):
-    headers = response.headers
-    headers.setdefault(
+SECURITY_HEADERS = (
+    (
         "Content-Security-Policy",
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    )
-    headers.setdefault("X-Frame-Options", "DENY")
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "same-origin")
-    if request.endpoint != "static":
-        # API answers and pages hold job data, and one page shows a new API key once: keep them out of
-        # every cache, the browser's included.
-        headers.setdefault("Cache-Control", "no-store")
+    ),
+    ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "same-origin"),
+    # API answers and pages hold job data, and one page shows a new API key once: keep them out of every
+    # cache, the browser's included (static files alone may be cached).
+    ("Cache-Control", "no-store"),
+)
+
+
+def _security_headers(response):
+    """Add each of SECURITY_HEADERS the response does not set itself (one look at its headers: this runs
+    on every request)."""
+    headers = response.headers
+    present = set(headers.keys(lower=True))
+    static = request.endpoint == "static"
+    for name, value in SECURITY_HEADERS:
+        if name.lower() not in present and not (static and name == "Cache-Control"):
+            headers.add(name, value)
     return response
+
+
+class ApiFreeSessions(SecureCookieSessionInterface):
+    """Sessions for the pages only. The JSON API never reads cookies (README, "JSON API"): its requests get
+    Flask's null session, so that no cookie is decoded, checked or signed on its hot path."""
+
+    def open_session(self, app: Flask, request: Request):
+        # By path: Flask opens the session before it matches the URL to a view.
+        if request.path.startswith(API_PATHS):
+            return None  # Flask puts a null session in its place, which nothing can write to
+        return super().open_session(app, request)

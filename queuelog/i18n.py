@@ -1,14 +1,21 @@
-"""Which language and time zone a page is shown in."""
+"""Which language and time zone a page is shown in, and the catalogs that translate the pages."""
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
+import io
+import threading
+from functools import cached_property, lru_cache
 from pathlib import Path
 from zoneinfo import available_timezones
 
+from babel import support
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
 from flask import request, session
+from flask_babel import Babel, Domain, get_locale
 from flask_login import current_user
+
+from queuelog.paths import TRANSLATIONS
 
 # Locale code -> the language's own name (shown in the language menu).
 LANGUAGES = {"en": "English", "pt_BR": "Português (Brasil)", "de": "Deutsch", "zh_Hans": "简体中文"}
@@ -73,22 +80,51 @@ def _timezone_set() -> frozenset[str]:
     return frozenset(timezone_choices())
 
 
-def compile_catalogs(folder: Path) -> None:
-    """In a checkout, build each ``messages.mo`` from its ``messages.po`` when it is missing or older (at
-    start-up, so that a fresh checkout needs no build step; a few stat calls when nothing changed). An
-    installed wheel carries only the ``.mo`` files, compiled by its build (setup.py): there is nothing to
-    do and nothing is written into the installed package. Written to a temporary file and renamed:
-    processes starting together never read half a catalog."""
-    from babel.messages.mofile import write_mo
-    from babel.messages.pofile import read_po
+class Catalogs(Domain):
+    """The translations of the pages, one catalog per locale, read when a page first needs it.
 
-    for po in folder.glob("*/LC_MESSAGES/messages.po"):
-        mo = po.with_suffix(".mo")
-        if mo.exists() and mo.stat().st_mtime >= po.stat().st_mtime:
-            continue
+    An installed wheel carries each catalog compiled (``messages.mo``, made by its build: setup.py) and no
+    ``.po``: that is read as it is. A checkout has the ``messages.po`` that translators edit: it is parsed
+    into memory, so that a fresh checkout needs no build step and start-up writes nothing, and an edited
+    catalog shows at the next start. A locale without a catalog (English) translates nothing."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__([str(folder)])
+        self.folder = folder
+        self._lock = threading.Lock()
+
+    def get_translations(self) -> support.NullTranslations:
+        """The current request's catalog (none outside a request)."""
+        locale = get_locale()
+        if locale is None:
+            return support.NullTranslations()
+        key = str(locale)
+        translations = self.cache.get(key)
+        if translations is None:
+            with self._lock:  # threads of one process parse a catalog once
+                translations = self.cache.get(key)
+                if translations is None:
+                    translations = self.cache[key] = load_catalog(self.folder, key)
+        return translations
+
+
+def load_catalog(folder: Path, locale: str) -> support.NullTranslations:
+    """The catalog of ``locale`` under ``folder``: from its ``messages.po`` when there is one (a checkout),
+    else from its compiled ``messages.mo`` (a wheel), else an empty one. Reads only; writes nothing."""
+    po = folder / locale / "LC_MESSAGES" / "messages.po"
+    if po.is_file():
         with po.open("rb") as fh:
-            catalog = read_po(fh, locale=po.parent.parent.name)
-        tmp = mo.with_name(f".messages.{os.getpid()}.mo")
-        with tmp.open("wb") as fh:
-            write_mo(fh, catalog)
-        os.replace(tmp, mo)
+            catalog = read_po(fh, locale=locale)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)  # fuzzy entries stay out, as in the wheel's compiled catalogs
+        compiled.seek(0)
+        return support.Translations(compiled)
+    return support.Translations.load(str(folder), [locale])
+
+
+class CatalogBabel(Babel):
+    """Flask-Babel with ``Catalogs`` as its message domain."""
+
+    @cached_property
+    def domain_instance(self) -> Domain:
+        return Catalogs(TRANSLATIONS)

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
+
+TextFault = Literal["nul", "surrogate"]
+_PROBLEMS = {
+    "nul": "may not contain the NUL character (\\u0000)",
+    "surrogate": "must be valid Unicode (no lone surrogates)",
+}
 
 
-def text_problem(text: str) -> str | None:
+def text_fault(text: str) -> TextFault | None:
     """Why ``text`` cannot be stored, or None. PostgreSQL refuses NUL characters, and UTF-8 cannot encode
     lone surrogates (which JSON's ``\\udfff`` escapes can produce): both would fail deep in the driver."""
     if "\x00" in text:
-        return "may not contain the NUL character (\\u0000)"
+        return "nul"
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            return "must be valid Unicode (no lone surrogates)"
+            return "surrogate"
     return None
+
+
+def text_problem(text: str) -> str | None:
+    """``text_fault`` in English words, or None."""
+    fault = text_fault(text)
+    return None if fault is None else _PROBLEMS[fault]
 
 
 def first_text_problem(values: Iterable[tuple[str, str]]) -> tuple[str, str] | None:

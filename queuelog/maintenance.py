@@ -1,4 +1,6 @@
-"""Periodic maintenance (pruning finished jobs), done by one elected process of the whole cluster.
+"""Periodic maintenance (pruning finished jobs, firing due schedules), done by one elected process of the
+whole cluster. Firing schedules would be safe from every process at once (docs/schedules.md, Exactly
+once); the election only saves the other processes the work.
 
 Every app process runs a maintenance thread, but only the leader works. Leadership is a lock that the
 operating system or the database lets go of when its holder dies, so a crashed leader needs no clean-up:
@@ -19,6 +21,7 @@ import logging
 import os
 import random
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -101,25 +104,49 @@ class Leadership:
 
 
 def start_maintenance(
-    app: Any, queue: Any, older_than: timedelta, interval: float, stop: threading.Event | None = None
+    app: Any,
+    queue: Any,
+    older_than: timedelta | None,
+    interval: float,
+    stop: threading.Event | None = None,
+    *,
+    schedules: Any = None,
+    tick: float = 1.0,
 ) -> threading.Thread:
-    """Every ``interval`` seconds (jittered), prune finished jobs older than ``older_than`` if this process
-    is the leader. Runs in a daemon thread; ``stop`` ends it."""
+    """If this process is the leader: every ``interval`` seconds (jittered), prune finished jobs older
+    than ``older_than`` (unless None); every ``tick`` seconds, fire the due slots of ``schedules`` (unless
+    None). Runs in a daemon thread; ``stop`` ends it."""
     stop = stop or threading.Event()
     leadership = Leadership(queue.db)
 
+    def pause() -> float:
+        return interval * (0.5 + random.random())
+
     def run() -> None:
+        next_prune = time.monotonic() + pause()
+        schema_ready = False
         try:
-            while not stop.wait(interval * (0.5 + random.random())):
+            while not stop.wait(tick if schedules is not None else pause()):
                 try:
+                    # A server may start before `flask db upgrade` has run on PostgreSQL: wait for it
+                    # quietly rather than fail at every tick on tables that are not there yet.
+                    schema_ready = schema_ready or queue.db.is_current()
+                    if not schema_ready:
+                        continue
                     was_leader = leadership.held
                     if not leadership.try_acquire():
                         continue
                     if not was_leader:
-                        app.logger.info("this process now does the cluster's maintenance (pruning)")
-                    deleted = queue.prune(older_than)
-                    if deleted:
-                        app.logger.info("pruned %d finished jobs older than %s", deleted, older_than)
+                        app.logger.info("this process now does the cluster's maintenance")
+                    if schedules is not None:
+                        fired = sum(1 for f in schedules.fire_due() if f.job is not None)
+                        if fired:
+                            app.logger.info("schedules made %d jobs", fired)
+                    if older_than is not None and (schedules is None or time.monotonic() >= next_prune):
+                        next_prune = time.monotonic() + pause()
+                        deleted = queue.prune(older_than)
+                        if deleted:
+                            app.logger.info("pruned %d finished jobs older than %s", deleted, older_than)
                 except Exception:  # a database hiccup must not kill the thread; try again next time
                     app.logger.exception("maintenance failed")
         finally:

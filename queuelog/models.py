@@ -158,6 +158,9 @@ class JobType(Base):
     updated_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow, onupdate=utcnow)
 
 
+FINISHED = "status IN ('completed', 'failed', 'cancelled')"
+
+
 class Job(Base):
     __tablename__ = "jobs"
 
@@ -222,7 +225,15 @@ class Job(Base):
         Index("ix_jobs_owner_id", "owner", "id"),
         Index("ix_jobs_type_id", "type", "id"),
         Index("ix_jobs_status_id", "status", "id"),
-        Index("ix_jobs_status_finished_at", "status", "finished_at"),
+        # Pruning reads finished jobs by age. Partial, so that enqueue and claim (pending and running rows)
+        # never maintain it: on PostgreSQL an update that changes an indexed column writes an entry into
+        # every index the new row belongs to (README, Performance).
+        Index(
+            "ix_jobs_finished",
+            "finished_at",
+            sqlite_where=text(FINISHED),
+            postgresql_where=text(FINISHED),
+        ),
         # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
         {"sqlite_autoincrement": True},
     )
@@ -232,7 +243,10 @@ class JobEvent(Base):
     __tablename__ = "job_events"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    job_id: Mapped[int] = mapped_column(BigId, ForeignKey("jobs.id", ondelete="CASCADE"))
+    # No foreign key: every history row is written by the statement (or transaction) that changes its job,
+    # and pruning deletes a job's history with it (queuelog/engines/). A foreign key would check every
+    # history row against jobs: a sizeable part of a batch's cost on PostgreSQL (README, Performance).
+    job_id: Mapped[int] = mapped_column(BigId)
     at: Mapped[datetime] = mapped_column(Timestamp())
     event: Mapped[str] = mapped_column(String(32))
     actor: Mapped[str] = mapped_column(String(64))
@@ -303,3 +317,41 @@ class LoginAttempt(Base):
     at: Mapped[datetime] = mapped_column(Timestamp())
 
     __table_args__ = (Index("ix_login_attempts_key_at", "key", "at"), Index("ix_login_attempts_at", "at"))
+
+
+class Schedule(Base):
+    """A periodic job (docs/schedules.md): a cron expression in ``timezone`` or a fixed interval. Firing
+    moves ``next_fire_at``; every edit raises ``revision``, which a firing checks in its UPDATE."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(55), unique=True)  # fired jobs' owner is "schedule:<name>"
+    type: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    cron: Mapped[str | None] = mapped_column(String(255))
+    interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    timezone: Mapped[str] = mapped_column(String(64))
+    missed: Mapped[str] = mapped_column(String(16))  # fire_once | skip
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    next_fire_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    last_fire_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(Timestamp())
+    updated_at: Mapped[datetime] = mapped_column(Timestamp())
+
+    __table_args__ = (Index("ix_schedules_next_fire_at", "next_fire_at"),)
+
+
+class ScheduleFire(Base):
+    """One fired slot of a schedule. Its key makes a slot fire once, however many servers try."""
+
+    __tablename__ = "schedule_fires"
+
+    schedule_id: Mapped[int] = mapped_column(ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True)
+    slot_at: Mapped[datetime] = mapped_column(Timestamp(), primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(BigId)  # None: the slot was passed over (docs/schedules.md)
+    fired_at: Mapped[datetime] = mapped_column(Timestamp())

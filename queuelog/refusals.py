@@ -1,13 +1,18 @@
-"""Why a management request (users, passwords, API keys) was refused.
+"""Refusals: a request the domain will not carry out, said as a code and its parameters.
 
-Each refusal carries a ``code``: the pages turn it into a translated message (``queuelog.web.refusals``)
-and the command line words it itself. The exception's own message is English, for the command line and the
-logs; nothing ever matches on its text.
+One pattern serves every refusal: ``Refused`` carries a ``code`` (a ``StrEnum`` member) saying why, the
+``field`` to blame when one is, and ``params`` (a limit, the allowed names, a job id...). Nothing ever
+matches on an exception's text: each face words the code itself. The JSON API maps it to a status, a
+problem type and an English detail (``queuelog.api.refusals``), the pages to a translated message beside
+the field (``queuelog.web.refusals``), the command line to its own words (``queuelog.cli``). This module
+holds the base and the codes about users, passwords and API keys; ``queuelog.queue.errors`` those about
+jobs.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 PASSWORD_MIN_LENGTH = 8
 PASSWORD_MAX_LENGTH = 256
@@ -32,13 +37,33 @@ class Refusal(StrEnum):
     WORKER_KEY_HAS_USER = "worker_key_has_user"
 
 
-class AuthError(ValueError):
-    """A management request that cannot be carried out: ``code`` says why, ``params`` fill the message."""
+class Refused(Exception):
+    """A refusal: ``code`` says why, ``field`` names the input to blame (None: the request as a whole),
+    ``params`` fill in each face's words. ``message`` is English for logs and tracebacks only; without one,
+    the text is the code and its parameters."""
+
+    def __init__(self, code: StrEnum, message: str = "", *, field: str | None = None, **params: Any) -> None:
+        super().__init__(message or _summary(code, field, params))
+        self.code = code
+        self.field = field
+        self.params = params
+
+
+def _summary(code: StrEnum, field: str | None, params: dict[str, Any]) -> str:
+    parts = [f"{field}: " if field else "", code.value]
+    if params:
+        parts.append(" (" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")")
+    return "".join(parts)
+
+
+class AuthError(Refused, ValueError):
+    """A management request about users, passwords or keys that cannot be carried out. Its message is the
+    command line's English words (where ``queuelog.cli`` has none of its own)."""
+
+    code: Refusal
 
     def __init__(self, code: Refusal, message: str, **params: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.params = params
+        super().__init__(code, message, **params)
 
 
 class AlreadyExists(AuthError):

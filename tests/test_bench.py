@@ -36,19 +36,32 @@ def test_in_process_scenarios(scenario):
         assert row["scenario"] == scenario
         if scenario == "core":
             assert row["queuelog_per_s"] > 0 and row["raw_per_s"] > 0 and row["ratio"] > 0
+            assert row["minimal_per_s"] > 0
+            assert row["ratio_minimal"] == pytest.approx(row["queuelog_per_s"] / row["minimal_per_s"])
         else:
             assert row["p50_ms"] > 0
     if scenario == "core":
         assert {row["operation"] for row in rows} == {"enqueue", "claim_complete", "batch_50"}
 
 
+def test_core_by_cpu_time():
+    rows = run_bench("core", "--jobs", "200", "--batch", "50", "--clock", "cpu")
+    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50"]
+    assert all(row["queuelog_per_s"] > 0 and row["minimal_per_s"] > 0 for row in rows)
+
+
 def test_http_scenario():
     rows = run_bench("http", "--jobs", "200", "--clients", "2", "--workers", "1", "--threads", "4")
     operations = [row["operation"] for row in rows]
     assert operations[0].startswith("do-nothing")
-    assert len(rows) == 4
+    assert operations[3:] == [
+        "claim+complete, 1 job per claim, minimal",
+        "batch claim 100 + batch complete",
+        "batch claim 100 + batch complete, minimal",
+    ]
     for row in rows:
         assert row["errors_5xx"] == 0
         assert row["requests_per_s"] > 0
     assert rows[1]["jobs"] == 200 and rows[2]["jobs"] == 200 + 40  # the enqueue warm-up adds n/5 jobs
+    assert [row["jobs"] for row in rows[3:]] == [200, 200, 200]
     assert 0 < rows[-1]["server_max_rss_mb"] < 400

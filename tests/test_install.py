@@ -14,10 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
 
 from queuelog import create_app
 from queuelog.auth import create_key
-from queuelog.i18n import compile_catalogs
+from queuelog.i18n import load_catalog
 from queuelog.paths import STATIC, TEMPLATES
 from tests.conftest import ROOT
 
@@ -115,34 +117,66 @@ def test_a_checkout_finds_its_top_level_templates_and_static():
     assert STATIC == ROOT / "static" and (STATIC / "style.css").is_file()
 
 
-def test_compiled_catalogs_alone_are_left_untouched(tmp_path):
-    """An installed wheel holds the .mo files without their .po: start-up writes nothing there."""
-    source = ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES"
-    compile_catalogs(ROOT / "queuelog" / "translations")  # make sure the checkout's .mo exists
+def _compile(po: Path, mo: Path) -> None:
+    """What the wheel's build does to a catalog (setup.py)."""
+    with po.open("rb") as fh:
+        catalog = read_po(fh, locale="de")
+    with mo.open("wb") as fh:
+        write_mo(fh, catalog)
+
+
+def test_a_wheels_compiled_catalog_is_read_as_it_is(tmp_path):
+    """An installed wheel holds the .mo files without their .po: they are read, and nothing is written."""
     folder = tmp_path / "translations" / "de" / "LC_MESSAGES"
     folder.mkdir(parents=True)
-    shutil.copy(source / "messages.mo", folder / "messages.mo")
+    _compile(
+        ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES" / "messages.po", folder / "messages.mo"
+    )
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
-    compile_catalogs(tmp_path / "translations")
+    catalog = load_catalog(tmp_path / "translations", "de")
+    assert catalog.gettext("Log in") == "Anmelden"
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before
 
 
-def test_a_checkout_recompiles_a_stale_catalog(tmp_path):
+def test_a_checkout_reads_its_po_in_memory_and_writes_nothing(tmp_path):
+    """A checkout's .po is the catalog, even beside an older compiled .mo (left by an earlier version)."""
     folder = tmp_path / "translations" / "de" / "LC_MESSAGES"
     folder.mkdir(parents=True)
-    shutil.copy(ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES" / "messages.po", folder)
-    compile_catalogs(tmp_path / "translations")
-    mo = folder / "messages.mo"
-    assert mo.stat().st_size > 1000
-    os.utime(mo, ns=(0, 0))
-    compile_catalogs(tmp_path / "translations")
-    assert mo.stat().st_mtime_ns > 0
+    po = folder / "messages.po"
+    shutil.copy(ROOT / "queuelog" / "translations" / "de" / "LC_MESSAGES" / "messages.po", po)
+    stale = folder / "messages.mo"
+    stale.write_bytes(b"")  # not even a catalog: it must not be read
+    po.write_text(po.read_text() + '\nmsgid "A message only this catalog has"\nmsgstr "Nur hier"\n')
+    before = sorted(tmp_path.rglob("*"))
+    catalog = load_catalog(tmp_path / "translations", "de")
+    assert catalog.gettext("A message only this catalog has") == "Nur hier"
+    assert catalog.gettext("Log in") == "Anmelden"
+    assert sorted(tmp_path.rglob("*")) == before and stale.read_bytes() == b""
 
 
-def test_the_worker_client_imports_no_server_package():
-    """Worker machines install queuelog without the server extra: the client must not need it."""
+def test_a_locale_without_a_catalog_translates_nothing(tmp_path):
+    assert load_catalog(tmp_path, "en").gettext("Log in") == "Log in"
+
+
+def test_starting_from_a_checkout_writes_no_catalog(fresh_start):
+    """Start-up compiles nothing: the checkout's translations folder holds its .po files alone, and a page
+    is served in German all the same."""
+    work, apps = fresh_start
+    translations = ROOT / "queuelog" / "translations"
+    for leftover in translations.glob("*/LC_MESSAGES/messages.mo"):
+        leftover.unlink()  # left by a version that compiled at start-up
+    app = create_app({"TESTING": True})
+    apps.append(app)
+    page = app.test_client().get("/login", headers={"Accept-Language": "de"})
+    assert page.status_code == 200 and "Anmelden" in page.get_data(as_text=True)
+    assert list(translations.glob("*/LC_MESSAGES/*.mo")) == []
+
+
+def test_the_worker_and_producer_clients_import_no_server_package():
+    """Worker and producer machines install queuelog without the server extra: the clients must not need
+    it."""
     code = (
-        "import sys, queuelog.worker, queuelog.worker.cli, queuelog.worker.demo\n"
+        "import sys, queuelog.worker, queuelog.worker.cli, queuelog.worker.demo, queuelog.client\n"
         "loaded = sorted(m for m in ('flask', 'sqlalchemy', 'psycopg', 'alembic', 'werkzeug') if m in sys.modules)\n"
         "print(','.join(loaded))\n"
     )

@@ -14,7 +14,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from queuelog.db import Database
-from queuelog.models import Base
+from queuelog.engines import NewJob, engine_for
+from queuelog.models import Base, utcnow
 from tests.conftest import PG_URL, _pg_schema_url
 
 
@@ -112,3 +113,79 @@ def test_0004_keeps_users_and_keys_and_frees_revoked_key_names(empty_database):
     with db.engine.connect() as conn:
         columns = {c["name"] for c in inspect(conn).get_columns("users")}
     assert "session_version" not in columns
+
+
+def test_0005_keeps_every_history_row_and_the_partial_finished_index(empty_database, backend):
+    db = empty_database
+    db.upgrade("0004")
+    # Times as each engine stores them (SQLite: SQLAlchemy's text format, in UTC).
+    now = "2026-01-02 03:04:05.000000" if backend.name == "sqlite" else "2026-01-02 03:04:05+00:00"
+    with db.engine.begin() as conn:
+        for job_id, status, finished in ((1, "completed", now), (2, "pending", None)):
+            assert (
+                job_id
+                == conn.execute(
+                    text(
+                        "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner,"
+                        " available_at, created_at, updated_at, finished_at)"
+                        " VALUES ('email', '{}', 0, :status, 0, 3, 'ada', :now, :now, :now, :finished)"
+                        " RETURNING id"
+                    ),
+                    {"status": status, "now": now, "finished": finished},
+                ).scalar()
+            )
+        for event_id, job_id, event, error in (
+            (1, 1, "enqueued", None),
+            (2, 2, "enqueued", None),
+            (3, 1, "retry_scheduled", "boom"),
+            (4, 1, "completed", None),
+        ):
+            assert (
+                event_id
+                == conn.execute(
+                    text(
+                        "INSERT INTO job_events (job_id, at, event, actor, attempt, error)"
+                        " VALUES (:job_id, :now, :event, 'ada', 0, :error) RETURNING id"
+                    ),
+                    {"job_id": job_id, "now": now, "event": event, "error": error},
+                ).scalar()
+            )
+    db.upgrade()
+    engine = engine_for(db)
+    assert [(e.id, e.event, e.error) for e in engine.events(1)] == [
+        (1, "enqueued", None),
+        (3, "retry_scheduled", "boom"),
+        (4, "completed", None),
+    ]
+    assert [row.job_id for row in engine.failures(limit=10)] == [1]
+    with db.engine.connect() as conn:
+        assert inspect(conn).get_foreign_keys("job_events") == []
+        indexes = {ix["name"] for ix in inspect(conn).get_indexes("jobs")}
+    assert "ix_jobs_finished" in indexes and "ix_jobs_status_finished_at" not in indexes
+    [(new, _)] = engine.insert("ada", [NewJob("email", "{}", 0, 3, None, None, utcnow())], utcnow())
+    assert new.id == 3 and [e.event for e in engine.events(new.id)] == ["enqueued"]
+    # Pruning the old completed job takes its history along, without a cascade.
+    assert engine.prune(finished_before=utcnow(), batch=10, throughput_before=utcnow()) == 1
+    assert engine.events(1) == [] and [e.id for e in engine.events(2)] == [2]
+    command.downgrade(db.alembic_config(), "0004")  # and back: the foreign key cascades again
+    with db.engine.connect() as conn:
+        assert [fk["referred_table"] for fk in inspect(conn).get_foreign_keys("job_events")] == ["jobs"]
+    with db.engine.begin() as conn:
+        if backend.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA foreign_keys = ON")
+        conn.execute(text("DELETE FROM jobs WHERE id = 2"))
+        assert conn.execute(text("SELECT count(*) FROM job_events WHERE job_id = 2")).scalar() == 0
+
+
+def test_0006_adds_schedules_and_goes_back(empty_database):
+    db = empty_database
+    db.upgrade("0006")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert {"schedules", "schedule_fires"} <= tables
+    command.downgrade(db.alembic_config(), "0005")
+    with db.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert not {"schedules", "schedule_fires"} & tables
+    db.upgrade()
+    assert db.is_current()

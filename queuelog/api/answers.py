@@ -1,12 +1,15 @@
-"""Every answer of the JSON API, declared once (README, "JSON API"): the views render them with
-``Shape.render`` and ``openapi.py`` serves them as ``/openapi.json``."""
+"""Every answer of the JSON API, declared once (README, "JSON API"): the views write them with
+``render.render_json`` (or ``Shape.render``) and ``openapi.py`` serves them as ``/openapi.json``."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from queuelog.api.fields import answer, array
+from queuelog.api.render import stored_json
 from queuelog.api.shapes import COMPONENTS, REF, Field, Shape
 from queuelog.models import PRIORITY_NAMES, STATUSES
 
@@ -21,19 +24,39 @@ def rfc3339(value: datetime | None) -> str | None:
     return value.isoformat(timespec="microseconds")[:-6] + "Z"  # values are UTC: "+00:00" becomes "Z"
 
 
+@lru_cache(maxsize=4096)
+def _time_text(value: datetime | None) -> str:
+    return "null" if value is None else f'"{rfc3339(value)}"'
+
+
 def _time(description: str | None = None) -> Field:
-    return answer({"type": ["string", "null"], "format": "date-time"}, description, rfc3339)
+    return answer({"type": ["string", "null"], "format": "date-time"}, description, rfc3339, _time_text)
 
 
 def _priority_name(value: int) -> str:
     return PRIORITY_NAMES.get(value, str(value))
 
 
+def _priority_text(value: int) -> str:
+    return f'"{_priority_name(value)}"'  # names and digits: nothing to escape
+
+
+def _parsed(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _document(schema: dict[str, Any], description: str | None = None) -> Field:
+    """A payload or result: stored as JSON text, answered as that text (render.py)."""
+    return answer(schema, description, _parsed, stored_json)
+
+
 JOB_FIELDS: dict[str, Field] = {
     "id": answer({"type": "integer"}),
     "type": answer({"type": "string"}),
-    "payload": answer({"type": "object"}),
-    "priority": answer({"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name),
+    "payload": _document({"type": "object"}),
+    "priority": answer(
+        {"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name, text=_priority_text
+    ),
     "status": answer({"type": "string", "enum": list(STATUSES)}),
     "retry_count": answer({"type": "integer"}),
     "max_retries": answer({"type": "integer"}),
@@ -45,7 +68,7 @@ JOB_FIELDS: dict[str, Field] = {
     "created_at": _time(),
     "updated_at": _time(),
     "finished_at": _time(),
-    "result": answer({"type": ["object", "null"]}),
+    "result": _document({"type": ["object", "null"]}),
     "idempotency_key": answer({"type": ["string", "null"]}, "Shown to its owner and admins only."),
     "error": answer({"type": ["string", "null"]}, "The last error, redacted; shown to admins only."),
     "lease_token": answer({"type": "string"}, "In claim answers only: send it back with every report."),
@@ -80,6 +103,49 @@ COMPONENTS["ClaimedJob"] = {
     "description": "A claimed job, with the lease_token its reports must carry.",
     "allOf": [{"$ref": REF + "Job"}, {"required": ["lease_token"]}],
 }
+# The compact answers a worker asks for with "Prefer: return=minimal" (RFC 7240; README, "JSON API").
+WORKER_JOB_FIELDS = (
+    "id",
+    "type",
+    "payload",
+    "priority",
+    "retry_count",
+    "max_retries",
+    "lease_expires_at",
+    "snooze_count",  # a handler that snoozes sees how often it did (QUEUELOG_MAX_SNOOZES caps it)
+)
+WORKER_JOB = Shape(
+    "WorkerJob",
+    "A claimed job as a worker needs it (Prefer: return=minimal): what to run, its attempts and its lease.",
+    {key: JOB_FIELDS[key] for key in (*WORKER_JOB_FIELDS, "lease_token")},
+    required=(*WORKER_JOB_FIELDS, "lease_token"),
+    closed=False,
+)
+WORKER_JOBS = Shape(
+    "WorkerJobs",
+    "The answer to a claim that gave a limit, with Prefer: return=minimal: the jobs claimed, perhaps none.",
+    {"jobs": array(WORKER_JOB)},
+    required=("jobs",),
+    closed=False,
+)
+JOB_STATE_FIELDS = (
+    "id",
+    "status",
+    "retry_count",
+    "max_retries",
+    "available_at",
+    "lease_expires_at",
+    "cancel_requested",  # how the worker learns from its heartbeats that it should stop the job
+)
+JOB_STATE = Shape(
+    "JobState",
+    "Where a job stands after a report or heartbeat (Prefer: return=minimal): pending again or failed "
+    "after a failure, with its next time; its lease, and whether its cancellation was requested, after a "
+    "heartbeat.",
+    {key: JOB_FIELDS[key] for key in JOB_STATE_FIELDS},
+    required=JOB_STATE_FIELDS,
+    closed=False,
+)
 CLAIMED_JOBS = Shape(
     "ClaimedJobs",
     "The answer to a claim that gave a limit: the jobs claimed, perhaps none.",
@@ -93,8 +159,14 @@ JOB_LIST = Shape(
     {
         "jobs": array(JOB),
         "next_cursor": answer({"type": ["string", "null"]}, "The cursor of the next page; null on the last."),
+        "window_full": answer(
+            {"type": "boolean"},
+            "True when the page stopped because it had examined its whole window of candidates (the filters"
+            " other than status, type and priority are checked on a bounded window): next_cursor goes on"
+            " below it. False when the page is full or nothing older matches.",
+        ),
     },
-    required=("jobs", "next_cursor"),
+    required=("jobs", "next_cursor", "window_full"),
     closed=False,
 )
 EVENT = Shape(
@@ -127,7 +199,7 @@ ITEM_ERROR = Shape(
 )
 COMPLETE_RESULT = Shape(
     "CompleteResult",
-    "The outcome of one item: the job (200), or the error (404, 409).",
+    "The outcome of one item: the job (200; left out with Prefer: return=minimal), or the error (404, 409).",
     {
         "id": answer({"type": "integer"}),
         "status": answer({"type": "integer", "enum": [200, 404, 409]}),
@@ -173,4 +245,42 @@ HEALTH = Shape(
 )
 JOBS = Shape(
     "Jobs", "The jobs of a batch, in the order sent.", {"jobs": array(JOB)}, required=("jobs",), closed=False
+)
+
+# -- schedules ----------------------------------------------------------------------------------------
+
+SCHEDULE = Shape(
+    "Schedule",
+    "A schedule (docs/schedules.md). Its jobs' owner is schedule:<name>. Times are RFC 3339 UTC with Z.",
+    {
+        "name": answer({"type": "string"}),
+        "type": answer({"type": "string"}),
+        "payload": answer({"type": "object"}),
+        "priority": answer({"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name),
+        "max_retries": answer({"type": "integer"}),
+        "cron": answer({"type": ["string", "null"]}),
+        "interval_seconds": answer({"type": ["integer", "null"]}),
+        "timezone": answer({"type": "string"}),
+        "missed": answer({"type": "string", "enum": ["fire_once", "skip"]}),
+        "paused": answer({"type": "boolean"}),
+        "next_fire_at": _time("The next slot (null while paused)."),
+        "last_fire_at": _time("The last slot that made a job."),
+        "upcoming": answer(
+            {"type": "array", "items": {"type": "string", "format": "date-time"}},
+            "The next five fire times (none while paused).",
+            lambda times: [rfc3339(t) for t in times],
+        ),
+        "created_by": answer({"type": "string"}),
+        "created_at": _time(),
+        "updated_at": _time(),
+    },
+    required=("name", "type", "payload", "priority", "cron", "interval_seconds", "timezone", "paused"),
+    closed=False,
+)
+SCHEDULE_LIST = Shape(
+    "ScheduleList",
+    "Every schedule, by name.",
+    {"schedules": array(SCHEDULE)},
+    required=("schedules",),
+    closed=False,
 )

@@ -6,7 +6,6 @@ The views are thin adapters (README, "JSON API"): they parse input, check the ca
 
 from __future__ import annotations
 
-import json
 from functools import wraps
 from typing import Any
 
@@ -15,22 +14,16 @@ from sqlalchemy.exc import OperationalError
 
 from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
+from queuelog.api.refusals import problem_of
+from queuelog.api.render import dumps, json_text_response, render_json
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
 from queuelog.engines import JobRecord
-from queuelog.queue import Queue, QueueError
+from queuelog.queue import Code, JobNotFound, Queue, QueueError
 
 bp = Blueprint("api", __name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the Prometheus text format
-
-STATUS_OF = {
-    "not-found": 404,
-    "invalid-state": 409,
-    "not-lease-holder": 409,
-    "idempotency-key-reused": 422,
-    "validation-failed": 422,
-}
 
 
 @bp.errorhandler(ApiError)
@@ -40,8 +33,7 @@ def _api_error(exc: ApiError):
 
 @bp.errorhandler(QueueError)
 def _queue_error(exc: QueueError):
-    errors = getattr(exc, "errors", None)
-    return ApiError(STATUS_OF[exc.slug], exc.slug, exc.detail, errors=errors).response()
+    return problem_of(exc).response()
 
 
 @bp.errorhandler(OperationalError)
@@ -91,7 +83,7 @@ def requires(*allowed: str):
             principal = caller()
             ok = (
                 ("worker" in allowed and principal.is_worker)
-                or ("producer" in allowed and principal.kind == "user")
+                or ("producer" in allowed and principal.is_user)
                 or ("admin" in allowed and principal.is_admin)
             )
             if not ok:
@@ -107,35 +99,44 @@ def requires(*allowed: str):
 # -- rendering ----------------------------------------------------------------------------------------
 
 
-def job_json(job: dict[str, Any], principal: Principal) -> dict[str, Any]:
-    """A job as the caller may see it: idempotency keys for owners and admins, error text for admins."""
-    if principal.is_admin:
-        omit = _FOR_ADMINS
-    elif principal.kind == "user" and principal.name == job["owner"]:
-        omit = _FOR_OWNERS
+def job_json(job: JobRecord, principal: Principal) -> str:
+    """A job as the caller may see it (the principal says), as JSON text: idempotency keys for owners and
+    admins, error text for admins. The fields and their order are those JOB declares (answers.py)."""
+    if principal.sees_errors:
+        omit = _HIDDEN_FROM_ADMINS
+    elif principal.sees_idempotency_key(job):
+        omit = _HIDDEN_FROM_OWNERS
     else:
-        omit = _FOR_OTHERS
-    return JOB.render(job, omit)  # the fields and their order are those JOB declares (answers.py)
+        omit = _HIDDEN_FROM_OTHERS
+    return render_json(JOB, job, omit)
 
 
-_FOR_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
-_FOR_OWNERS = frozenset({"lease_token", "error"})
-_FOR_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
+_HIDDEN_FROM_ADMINS = frozenset({"lease_token"})  # a claim's answer adds the token itself
+_HIDDEN_FROM_OWNERS = frozenset({"lease_token", "error"})
+_HIDDEN_FROM_OTHERS = frozenset({"lease_token", "error", "idempotency_key"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    text = json.dumps(body, ensure_ascii=False) + "\n"  # ends with a newline, like any text output
-    response = Response(text, status=status, mimetype="application/json")
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
-    return response
+    """``body`` (a value) as a JSON answer; ``render.json_text_response`` takes text already written."""
+    return json_text_response(dumps(body), status, headers)
+
+
+MINIMAL = {"Preference-Applied": "return=minimal"}
+
+
+def wants_minimal() -> bool:
+    """Whether the request says ``Prefer: return=minimal`` (RFC 7240): preferences are separated by commas,
+    in one header or several, names and these values in any case, and the first ``return`` counts."""
+    for header in request.headers.getlist("Prefer"):
+        for preference in header.split(","):
+            name, _, value = preference.partition(";")[0].partition("=")
+            if name.strip().lower() == "return":
+                return value.strip().strip('"').lower() == "minimal"
+    return False
 
 
 def visible_job(job: JobRecord | None, principal: Principal, job_id: int) -> JobRecord:
     """The job if the caller may see it; 404 otherwise, so that others' jobs don't reveal themselves."""
-    if job is not None:
-        if principal.is_admin or (principal.kind == "user" and job.owner == principal.name):
-            return job
-        if principal.is_worker and job.status == "running" and job.worker_id == principal.name:
-            return job
-    raise ApiError(404, "not-found", f"job {job_id} does not exist")
+    if job is None or not principal.may_see(job):
+        raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
+    return job

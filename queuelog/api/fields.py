@@ -4,18 +4,15 @@ rules). Every such check is told in the schema's ``description``."""
 
 from __future__ import annotations
 
-import json
-import math
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, NamedTuple
 
 from flask import current_app
 
 from queuelog.api.problems import ApiError, invalid
 from queuelog.api.shapes import COMPONENTS, REF, Configured, Field, printable_pattern
-from queuelog.inputs import text_problem
 from queuelog.models import PRIORITIES
+from queuelog.queue.inputs import check_document
 
 COMPONENTS["PrintableText"] = {
     "type": "string",
@@ -111,58 +108,9 @@ def document(description: str, *, nullable: bool = False, **kw: Any) -> Field:
     def check(value: dict[str, Any], path: str) -> Json:
         config = current_app.config["QUEUELOG"]
         limits = {"max_bytes": config["MAX_PAYLOAD_BYTES"], "max_depth": config["MAX_PAYLOAD_DEPTH"]}
-        return Json(value, json_document(value, path, **limits))
+        return Json(value, check_document(value, path, **limits))
 
     return Field(schema, "must be a JSON object", check=check, **kw)
-
-
-def json_document(value: Any, field: str, *, max_bytes: int, max_depth: int) -> str:
-    """Check a JSON object against the payload limits; returns its compact UTF-8 serialization."""
-    if not isinstance(value, dict):
-        raise invalid(field, "must be a JSON object")
-    # Walk without recursion: depth, and strings PostgreSQL's jsonb and UTF-8 can hold.
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    expansion = 0  # how much longer numbers get when stored (see _stored_number_growth)
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > max_depth:
-                raise invalid(field, f"nested more than {max_depth} levels deep")
-            for key, item in node.items():
-                check_text(key, field)
-                stack.append((item, depth + 1))
-        elif isinstance(node, list):
-            if depth > max_depth:
-                raise invalid(field, f"nested more than {max_depth} levels deep")
-            stack.extend((item, depth + 1) for item in node)
-        elif isinstance(node, str):
-            check_text(node, field)
-        elif isinstance(node, float):
-            if not math.isfinite(node):
-                raise invalid(field, "numbers must be finite")
-            expansion += _stored_number_growth(node)
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    size = len(text.encode("utf-8")) + expansion
-    if size > max_bytes:
-        raise invalid(field, f"is {size} bytes serialized; the limit is {max_bytes}")
-    return text
-
-
-def _stored_number_growth(number: float) -> int:
-    """How many more characters ``number`` takes as PostgreSQL's jsonb stores and prints it than as we
-    serialize it: jsonb keeps numbers as exact decimals, so ``1e308`` comes back as 309 digits. Counting
-    that keeps the payload limit true for what is stored and served, on either database."""
-    text = repr(number)
-    if "e" not in text:
-        return 0
-    return len(format(Decimal(text), "f")) - len(text)
-
-
-def check_text(text: str, field: str) -> None:
-    """The one rule for text from outside (see ``queuelog.inputs``), as a 422 naming the field."""
-    problem = text_problem(text)
-    if problem:
-        raise invalid(field, "strings " + problem)
 
 
 def timestamp(description: str, **kw: Any) -> Field:
@@ -195,12 +143,29 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed
 
 
-def answer(schema: dict[str, Any], description: str | None = None, out: Any = None) -> Field:
-    """A value of an answer (never validated on the way out): its schema and how a record's value is shown."""
+def answer(
+    schema: dict[str, Any], description: str | None = None, out: Any = None, text: Any = None
+) -> Field:
+    """A value of an answer (never validated on the way out): its schema and how a record's value is shown,
+    as a value (``out``) and as JSON text (``text``; by default the JSON of that value)."""
     if description:
         schema["description"] = description
-    return Field(schema, out=out)
+    field = Field(schema, out=out)
+    field.text = text
+    return field
 
 
 def array(item: Field, description: str | None = None) -> Field:
     return answer({"type": "array", "items": item.json_schema()}, description)
+
+
+PATH_KEYS = 8
+PATH_PATTERN = r'^[^."\\]{1,64}(?:\.[^."\\]{1,64}){0,7}$'  # 1 to PATH_KEYS keys
+
+
+def payload_path(description: str) -> Field:
+    """The keys of a payload field, separated by dots: 1 to 8 keys of 1 to 64 printable characters, none
+    holding a dot, a quote or a backslash; parsed into a tuple of keys."""
+    schema = {"$ref": REF + "PrintableText", "pattern": PATH_PATTERN, "description": description}
+    message = f"must be 1 to {PATH_KEYS} keys of 1 to 64 characters separated by dots, without quotes or backslashes"
+    return Field(schema, message, check=lambda value, path: tuple(value.split(".")))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import g, request, url_for
+from flask import current_app, g, request, url_for
 
 from queuelog.api.answers import EVENT
 from queuelog.api.base import (
@@ -13,7 +13,8 @@ from queuelog.api.base import (
     requires,
     visible_job,
 )
-from queuelog.api.problems import ApiError, invalid
+from queuelog.api.problems import invalid
+from queuelog.api.render import json_array, json_object, json_text_response, text_or_null
 from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
 from queuelog.api.validation import (
     batch_key,
@@ -24,6 +25,8 @@ from queuelog.api.validation import (
     read_body,
 )
 from queuelog.auth import Principal
+from queuelog.engines.records import JobSearch
+from queuelog.queue.console import Console
 
 # -- enqueue ------------------------------------------------------------------------------------------
 
@@ -35,15 +38,10 @@ def enqueue():
     body = read_body()
     spec = parse_job(body, header_key=header_text("Idempotency-Key"))
     principal: Principal = g.principal
-    _check_ceiling(spec.priority, principal)
+    principal.check_priority(spec.priority)
     job, created = queue().enqueue(principal.name, spec)
     location = {"Location": url_for("api.get_job", job_id=job.id)}
-    return json_response(job_json(job, principal), 201 if created else 200, location)
-
-
-def _check_ceiling(priority: int, principal: Principal, where: str = "") -> None:
-    if priority > principal.max_priority:
-        raise ApiError(403, "forbidden", f"{where}producers may enqueue low and medium priority only")
+    return json_text_response(job_json(job, principal), 201 if created else 200, location)
 
 
 @bp.post("/jobs/batch")
@@ -56,13 +54,14 @@ def enqueue_batch():
     principal: Principal = g.principal
     first_use: dict[str, int] = {}
     for i, spec in enumerate(specs):
-        _check_ceiling(spec.priority, principal, f"jobs[{i}]: ")
+        principal.check_priority(spec.priority, f"jobs[{i}].priority")
         key = spec.idempotency_key
         if key is not None and first_use.setdefault(key, i) != i:
             raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
     results = queue().enqueue_many(principal.name, specs)
     created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
-    return json_response({"jobs": [job_json(job, principal) for job, _ in results]}, 201 if created else 200)
+    jobs = json_array(job_json(job, principal) for job, _ in results)
+    return json_text_response(json_object({"jobs": jobs}), 201 if created else 200)
 
 
 @bp.get("/jobs")
@@ -71,12 +70,28 @@ def list_jobs():
     """List jobs."""
     principal: Principal = g.principal
     query = LIST_QUERY.parse(query_values(request.args))
-    filters = {key: query[key] for key in ("status", "type", "priority") if query[key] is not None}
-    limit, before = query["limit"], query["cursor"]
-    owner = None if principal.is_admin else principal.name
-    jobs = queue().list_jobs(owner=owner, before_id=before, limit=limit + 1, **filters)
-    next_cursor = encode_cursor(jobs[limit - 1].id) if len(jobs) > limit else None
-    return json_response({"jobs": [job_json(j, principal) for j in jobs[:limit]], "next_cursor": next_cursor})
+    if query["error"] is not None and not principal.sees_errors:
+        raise invalid("error", "may be used by admins only")
+    if (query["payload_path"] is None) != (query["payload_value"] is None):
+        missing = "payload_value" if query["payload_value"] is None else "payload_path"
+        raise invalid(missing, "is required with payload_path and payload_value")
+    fields = [name for name in JobSearch._fields if name not in ("id", "owner")]
+    search = JobSearch(
+        owner=principal.owner_scope,
+        **{name: query[name] for name in fields if query[name] is not None},
+    )
+    config = current_app.config["QUEUELOG"]
+    page = Console(queue(), scan=max(1, config["SEARCH_SCAN"])).search(
+        search, before_id=query["cursor"], limit=query["limit"]
+    )
+    next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None
+    jobs = json_array(job_json(j, principal) for j in page.jobs)
+    answer = {
+        "jobs": jobs,
+        "next_cursor": text_or_null(next_cursor),
+        "window_full": "true" if page.window_full else "false",
+    }
+    return json_text_response(json_object(answer))
 
 
 @bp.get("/jobs/<jobid:job_id>")
@@ -84,7 +99,7 @@ def list_jobs():
 def get_job(job_id: int):
     """Read jobs."""
     job = visible_job(queue().get(job_id), g.principal, job_id)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))
 
 
 @bp.get("/jobs/<jobid:job_id>/events")
@@ -93,7 +108,7 @@ def job_events(job_id: int):
     """Read job events."""
     principal: Principal = g.principal
     visible_job(queue().get(job_id), principal, job_id)
-    omit = frozenset() if principal.is_admin else frozenset({"error"})
+    omit = frozenset() if principal.sees_errors else frozenset({"error"})
     return json_response({"events": [EVENT.render(event, omit) for event in queue().events(job_id)]})
 
 
@@ -106,9 +121,9 @@ def cancel(job_id: int):
     """Cancel jobs."""
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
-    job = queue().cancel(job_id, principal.name, owner=None if principal.is_admin else principal.name)
+    job = queue().cancel(job_id, principal.name, owner=principal.cancel_scope)
     # 202: a running job's cancellation is asked for; its worker stops it (docs/running-jobs.md)
-    return json_response(job_json(job, principal), 202 if job.status == "running" else 200)
+    return json_text_response(job_json(job, principal), 202 if job.status == "running" else 200)
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")
@@ -117,4 +132,4 @@ def retry(job_id: int):
     """Retry jobs."""
     EMPTY_BODY.parse(read_body())
     job = queue().retry(job_id, g.principal.name)
-    return json_response(job_json(job, g.principal))
+    return json_text_response(job_json(job, g.principal))

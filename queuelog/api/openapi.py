@@ -49,6 +49,31 @@ COMMON = {
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 JOB_ID["description"] = "ASCII digits only, at most 18 of them."
 JOB = _json("The job", _schema(answers.JOB))
+PREFER = {
+    "name": "Prefer",
+    "in": "header",
+    "schema": {"type": "string", "examples": ["return=minimal"]},
+    "description": "return=minimal (RFC 7240) asks for the compact answer a worker needs; the answer then "
+    "says Preference-Applied: return=minimal. Without it, or with return=representation, whole jobs.",
+}
+APPLIED = {
+    "Preference-Applied": {
+        "description": "return=minimal when the compact answer was given",
+        "schema": {"type": "string", "enum": ["return=minimal"]},
+    }
+}
+
+
+def _either(full: Shape | str, minimal: Shape) -> dict[str, Any]:
+    """An answer that is ``minimal`` when the request said Prefer: return=minimal, else ``full``."""
+    return {"anyOf": [_schema(full), _schema(minimal)]}
+
+
+REPORTED = _json(
+    "The job; with Prefer: return=minimal, where it stands (JobState)",
+    _either(answers.JOB, answers.JOB_STATE),
+    APPLIED,
+)
 NOT_FOUND = _problem("No such job, or one the caller may not see")
 NOT_HOLDER = _problem("The caller does not hold the job's lease (not-lease-holder), whatever its state")
 
@@ -108,8 +133,16 @@ def _paths() -> dict[str, Any]:
         "/jobs/complete": {
             "post": _op(
                 "Complete 1 to 100 held jobs; each item is judged alone (worker)",
-                {"200": _json("One result per item, in order", _schema(answers.COMPLETE_RESULTS))},
+                {
+                    "200": _json(
+                        "One result per item, in order; with Prefer: return=minimal a completed item is "
+                        "{id, status} without its job",
+                        _schema(answers.COMPLETE_RESULTS),
+                        APPLIED,
+                    )
+                },
                 schemas.BATCH_COMPLETE_BODY,
+                [PREFER],
             ),
         },
         "/jobs/claim": {
@@ -117,12 +150,22 @@ def _paths() -> dict[str, Any]:
                 "Claim the next claimable job(s) (worker)",
                 {
                     "200": _json(
-                        "A job; or {jobs: [...]} when limit was given",
-                        {"anyOf": [_schema("ClaimedJob"), _schema(answers.CLAIMED_JOBS)]},
+                        "A job; or {jobs: [...]} when limit was given. With Prefer: return=minimal, "
+                        "each job is a WorkerJob",
+                        {
+                            "anyOf": [
+                                _schema("ClaimedJob"),
+                                _schema(answers.CLAIMED_JOBS),
+                                _schema(answers.WORKER_JOB),
+                                _schema(answers.WORKER_JOBS),
+                            ]
+                        },
+                        APPLIED,
                     ),
                     "204": {"description": "Nothing claimable (without limit)"},
                 },
                 schemas.CLAIM_BODY,
+                [PREFER],
                 required=False,
             ),
         },
@@ -143,30 +186,35 @@ def _paths() -> dict[str, Any]:
         "/jobs/{job_id}/complete": {
             "post": _op(
                 "Report success (the lease holder)",
-                {"200": JOB, "404": NOT_FOUND, "409": NOT_HOLDER},
+                {"200": REPORTED, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.COMPLETE_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/heartbeat": {
             "post": _op(
-                "Extend the lease, and report progress (the lease holder); the job's cancel_requested "
-                "says whether to stop",
-                {"200": JOB, "404": NOT_FOUND, "409": NOT_HOLDER},
+                "Extend the lease, and report progress (the lease holder); the answer's cancel_requested "
+                "says whether to stop (the compact JobState carries it too)",
+                {"200": REPORTED, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.HEARTBEAT_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/fail": {
             "post": _op(
                 "Report failure (the lease holder)",
                 {
-                    "200": _json("The job, pending again or failed", _schema(answers.JOB)),
+                    "200": _json(
+                        "The job, pending again or failed (cancelled when its cancellation was requested); with "
+                        "Prefer: return=minimal, where it stands",
+                        _either(answers.JOB, answers.JOB_STATE),
+                        APPLIED,
+                    ),
                     "404": NOT_FOUND,
                     "409": NOT_HOLDER,
                 },
                 schemas.FAIL_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/cancel": {
@@ -191,7 +239,10 @@ def _paths() -> dict[str, Any]:
                 "Hand a held job back to run later, not counted as a failure (the lease holder)",
                 {
                     "200": _json(
-                        "The job, pending (or cancelled, when that was requested)", _schema(answers.JOB)
+                        "The job, pending (or cancelled, when that was requested); with Prefer: "
+                        "return=minimal, where it stands",
+                        _either(answers.JOB, answers.JOB_STATE),
+                        APPLIED,
                     ),
                     "404": NOT_FOUND,
                     "409": _problem(
@@ -201,19 +252,23 @@ def _paths() -> dict[str, Any]:
                     ),
                 },
                 schemas.SNOOZE_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/cancelled": {
             "post": _op(
                 "Report that a held job stopped because its cancellation was requested (the lease holder)",
                 {
-                    "200": _json("The job, cancelled", _schema(answers.JOB)),
+                    "200": _json(
+                        "The job, cancelled; with Prefer: return=minimal, where it stands",
+                        _either(answers.JOB, answers.JOB_STATE),
+                        APPLIED,
+                    ),
                     "404": NOT_FOUND,
                     "409": _problem("Not the lease holder; or invalid-state: no cancellation was requested"),
                 },
                 schemas.CANCELLED_BODY,
-                [JOB_ID],
+                [JOB_ID, PREFER],
             ),
         },
         "/jobs/{job_id}/retry": {
@@ -257,6 +312,8 @@ def _paths() -> dict[str, Any]:
 
 def document(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The whole document, with ``limits`` (the app's ``QUEUELOG`` configuration) filled in."""
+    from queuelog.api.openapi_schedules import schedule_paths  # it builds on this module's helpers
+
     return fill(
         {
             "openapi": "3.1.0",
@@ -270,7 +327,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
                 "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                 "schemas": COMPONENTS,
             },
-            "paths": _paths(),
+            "paths": {**_paths(), **schedule_paths()},
         },
         limits,
     )

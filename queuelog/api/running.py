@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from flask import g
 
-from queuelog.api.base import bp, job_json, json_response, queue, requires
+from queuelog.api.base import bp, queue, requires
 from queuelog.api.schemas import CANCELLED_BODY, SNOOZE_BODY
 from queuelog.api.validation import read_body
+from queuelog.api.workers import report_answer
 
 
 @bp.post("/jobs/<jobid:job_id>/snooze")
@@ -17,7 +18,7 @@ def snooze(job_id: int):
     """Snooze jobs."""
     body = SNOOZE_BODY.parse(read_body())
     job = queue().snooze(job_id, g.principal.name, body["lease_token"], body["delay_seconds"])
-    return json_response(job_json(job, g.principal))
+    return report_answer(job)
 
 
 @bp.post("/jobs/<jobid:job_id>/cancelled")
@@ -26,4 +27,4 @@ def cancelled(job_id: int):
     """Report cancelled jobs."""
     body = CANCELLED_BODY.parse(read_body())
     job = queue().stop_cancelled(job_id, g.principal.name, body["lease_token"])
-    return json_response(job_json(job, g.principal))
+    return report_answer(job)

@@ -16,6 +16,7 @@ from queuelog.api.fields import (
     document,
     integer,
     number,
+    payload_path,
     priority,
     text,
     timestamp,
@@ -24,7 +25,9 @@ from queuelog.api.problems import invalid
 from queuelog.api.shapes import Configured, Field, ListOf, Shape
 from queuelog.inputs import ascii_int
 from queuelog.models import STATUSES
-from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS
+from queuelog.queue.cron import MAX_INTERVAL_SECONDS
+from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS, MIN_SNOOZE_SECONDS
+from queuelog.queue.schedules import MISSED_POLICIES
 
 MAX_BATCH_ENQUEUE = 500
 MAX_BATCH_COMPLETE = 100
@@ -104,11 +107,37 @@ def decode_cursor(cursor: str, field: str = "cursor") -> int:
 
 LIST_QUERY = Shape(
     "JobListQuery",
-    "The query of GET /jobs: filters, page size and the cursor of the next page.",
+    "The query of GET /jobs: filters, page size and the cursor of the next page. status, type and priority"
+    " choose the candidates through indexes; the other filters are checked on at most QUEUELOG_SEARCH_SCAN"
+    " of them per page (README, The pages), and window_full in the answer says a page stopped there.",
     {
         "status": choice(STATUSES, "Only jobs in this state."),
         "type": text(64, "Only jobs of this type."),
         "priority": priority("Only jobs of this priority."),
+        "worker": text(
+            64, "Only jobs last held by this worker (its key's name). Checked on the window of candidates."
+        ),
+        "created_from": timestamp(
+            "Only jobs created at or after this time. Checked on the window of candidates."
+        ),
+        "created_to": timestamp("Only jobs created before this time. Checked on the window of candidates."),
+        "finished_from": timestamp(
+            "Only jobs finished at or after this time. Checked on the window of candidates."
+        ),
+        "finished_to": timestamp("Only jobs finished before this time. Checked on the window of candidates."),
+        "error": text(
+            200,
+            "Admins only: jobs whose latest (redacted) error contains this text, in any ASCII case, taken"
+            " literally. Checked on the window of candidates.",
+        ),
+        "payload_path": payload_path(
+            "With payload_value: the keys of a payload field, separated by dots (to, customer.email)."
+        ),
+        "payload_value": text(
+            200,
+            "With payload_path: the field's value written as text (a string as it is, 42, true). Checked"
+            " on the window of candidates.",
+        ),
         "limit": integer(1, 200, "Jobs per page; ASCII digits.", default=50),
         "cursor": Field(
             {
@@ -225,10 +254,10 @@ SNOOZE_BODY = Shape(
     {
         "lease_token": LEASE_TOKEN,
         "delay_seconds": number(
-            1,
+            MIN_SNOOZE_SECONDS,
             MAX_SNOOZE_SECONDS,
             "When the job becomes claimable again, in seconds from now.",
-            missing=f"is required and must be a number from 1 to {MAX_SNOOZE_SECONDS}",
+            missing=f"is required and must be a number from {MIN_SNOOZE_SECONDS} to {MAX_SNOOZE_SECONDS}",
         ),
     },
     required=("lease_token", "delay_seconds"),
@@ -238,6 +267,52 @@ CANCELLED_BODY = Shape(
     "Report that the held job stopped because its cancellation was requested.",
     {"lease_token": LEASE_TOKEN},
     required=("lease_token",),
+)
+
+# -- schedules (admins; docs/schedules.md) -------------------------------------------------------------
+
+_SCHEDULE_FIELDS = {
+    "type": text(64, "The job type of the jobs it makes: an enabled type of the allowlist (else 422)."),
+    "payload": document("The jobs' payload; it must match the type's JSON Schema, if any (else 422)."),
+    "priority": priority("The jobs' priority."),
+    "max_retries": integer(0, MAX_RETRIES_LIMIT, "The jobs' max_retries."),
+    "cron": text(
+        255,
+        "Five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, "
+        "@yearly, in `timezone`. Exactly one of cron and interval_seconds.",
+        nullable=True,
+    ),
+    "interval_seconds": integer(1, MAX_INTERVAL_SECONDS, "A fixed interval instead of cron.", nullable=True),
+    "timezone": text(
+        64, "An IANA time zone (e.g. Europe/Berlin) for cron; daylight saving time is followed."
+    ),
+    "missed": choice(
+        MISSED_POLICIES, "After downtime: fire_once makes one job for the missed slots, skip none."
+    ),
+    "paused": boolean("A paused schedule makes no jobs; slots passed while paused never fire."),
+}
+SCHEDULE_BODY = Shape(
+    "ScheduleBody",
+    "A new schedule (POST /schedules).",
+    {
+        "name": text(55, "1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit."),
+        **_SCHEDULE_FIELDS,
+    },
+    required=("name", "type"),
+)
+SCHEDULE_DEFAULTS = {
+    "payload": {},
+    "priority": 0,
+    "max_retries": 3,
+    "timezone": "UTC",
+    "missed": "fire_once",
+    "paused": False,
+}
+SCHEDULE_PATCH = Shape(
+    "SchedulePatch",
+    "The settings to change (PATCH /schedules/{name}); the others stay. Giving cron clears "
+    "interval_seconds and the other way round. The next fire time is worked out anew.",
+    _SCHEDULE_FIELDS,
 )
 
 REQUESTS = (
@@ -254,4 +329,6 @@ REQUESTS = (
     BATCH_COMPLETE_BODY,
     IDEMPOTENCY_KEY,
     BATCH_IDEMPOTENCY_KEY,
+    SCHEDULE_BODY,
+    SCHEDULE_PATCH,
 )

@@ -101,6 +101,8 @@ def join(path: str, name: str) -> str:
 class Field:
     """One value: its JSON Schema, its 422 message, its default, a check beyond the schema, its rendering."""
 
+    text: Callable[[Any], str] | None = None  # an answer's value as JSON text, when not the usual (render.py)
+
     def __init__(
         self,
         schema: dict[str, Any],

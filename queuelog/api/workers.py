@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from flask import Response, g
 
+from queuelog.api.answers import JOB, JOB_STATE, WORKER_JOB
 from queuelog.api.base import (
-    STATUS_OF,
+    MINIMAL,
     bp,
     job_json,
-    json_response,
     queue,
     requires,
+    wants_minimal,
 )
 from queuelog.api.problems import invalid
+from queuelog.api.refusals import problem_of
+from queuelog.api.render import EMPTY, dumps, json_array, json_object, json_text_response, render_json
 from queuelog.api.schemas import BATCH_COMPLETE_BODY, CLAIM_BODY, COMPLETE_BODY, FAIL_BODY, HEARTBEAT_BODY
 from queuelog.api.validation import read_body
 from queuelog.auth import Principal
+from queuelog.engines import JobRecord
 from queuelog.queue import QueueError
 
 
@@ -31,15 +35,18 @@ def complete_batch():
     ids = [job_id for job_id, _, _ in parsed]
     if len(set(ids)) != len(ids):
         raise invalid("jobs", "each job may appear once")
+    minimal = wants_minimal()
     out = []
     for job_id, outcome in queue().complete_many(g.principal.name, parsed):
         if isinstance(outcome, QueueError):
-            status = STATUS_OF[outcome.slug]
-            error = {"type": f"/problems/{outcome.slug}", "status": status, "detail": outcome.detail}
-            out.append({"id": job_id, "status": status, "error": error})
+            refused = problem_of(outcome)
+            error = {"type": f"/problems/{refused.slug}", "status": refused.status, "detail": refused.detail}
+            out.append(dumps({"id": job_id, "status": refused.status, "error": error}))
+        elif minimal:
+            out.append(f'{{"id": {job_id:d}, "status": 200}}')
         else:
-            out.append({"id": job_id, "status": 200, "job": job_json(outcome, g.principal)})
-    return json_response({"results": out})
+            out.append(f'{{"id": {job_id:d}, "status": 200, "job": {job_json(outcome, g.principal)}}}')
+    return _answer(json_object({"results": json_array(out)}), minimal)
 
 
 # -- workers ------------------------------------------------------------------------------------------
@@ -55,12 +62,28 @@ def claim():
     jobs = queue().claim_wait(
         principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
     )
-    rendered = [dict(job_json(j, principal), lease_token=j.lease_token) for j in jobs]
+    minimal = wants_minimal()
+    shape, omit = (WORKER_JOB, EMPTY) if minimal else (JOB, _CLAIMED)
+    rendered = [render_json(shape, job, omit) for job in jobs]
     if limit is not None:
-        return json_response({"jobs": rendered})
+        return _answer(json_object({"jobs": json_array(rendered)}), minimal)
     if not rendered:
         return Response(status=204)
-    return json_response(rendered[0])
+    return _answer(rendered[0], minimal)
+
+
+_CLAIMED = frozenset({"error", "idempotency_key"})  # a worker sees neither; the lease token is its own
+
+
+def _answer(text: str, minimal: bool) -> Response:
+    return json_text_response(text, 200, MINIMAL if minimal else None)
+
+
+def report_answer(job: JobRecord) -> Response:
+    """The job after a report: where it stands (Prefer: return=minimal), or the whole job."""
+    if wants_minimal():
+        return _answer(render_json(JOB_STATE, job), True)
+    return json_text_response(job_json(job, g.principal))
 
 
 @bp.post("/jobs/<jobid:job_id>/complete")
@@ -70,8 +93,7 @@ def complete(job_id: int):
     body = COMPLETE_BODY.parse(read_body())
     token = body["lease_token"]
     result_json = None if body["result"] is None else body["result"].text
-    job = queue().complete(job_id, g.principal.name, token, result_json)
-    return json_response(job_json(job, g.principal))
+    return report_answer(queue().complete(job_id, g.principal.name, token, result_json))
 
 
 @bp.post("/jobs/<jobid:job_id>/heartbeat")
@@ -87,7 +109,7 @@ def heartbeat(job_id: int):
         job = queue().progress(
             job_id, g.principal.name, token, percent=percent, message=message, lease_seconds=lease
         )
-    return json_response(job_json(job, g.principal))
+    return report_answer(job)
 
 
 @bp.post("/jobs/<jobid:job_id>/fail")
@@ -96,5 +118,4 @@ def fail(job_id: int):
     """Fail jobs."""
     body = FAIL_BODY.parse(read_body())
     token, error, retryable = body["lease_token"], body["error"], body["retryable"]
-    job = queue().fail(job_id, g.principal.name, token, error, retryable=retryable)
-    return json_response(job_json(job, g.principal))
+    return report_answer(queue().fail(job_id, g.principal.name, token, error, retryable=retryable))

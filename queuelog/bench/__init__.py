@@ -15,6 +15,7 @@ from typing import Any
 
 try:
     from queuelog.bench.core import scenario_backlog, scenario_core
+    from queuelog.bench.minimal import use_clock
     from queuelog.bench.targets import Target
 except ModuleNotFoundError as exc:  # the bare install is the worker client alone
     raise SystemExit(f"queuelog-bench runs the server: pip install 'queuelog[server]' ({exc})") from exc
@@ -27,7 +28,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
         if row["scenario"] == "core":
             lines.append(
                 f"{head} queuelog {row['queuelog_per_s']:>9,.0f}/s  raw {row['raw_per_s']:>9,.0f}/s"
-                f"  ratio {row['ratio']:.2f}x"
+                f"  ratio {row['ratio']:.2f}x  minimal {row['minimal_per_s']:>9,.0f}/s"
+                f"  ratio {row['ratio_minimal']:.2f}x"
             )
         elif row["scenario"] == "pages":
             lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")
@@ -37,7 +39,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
             rss = f"  server max RSS {row['server_max_rss_mb']:.0f} MB" if "server_max_rss_mb" in row else ""
             lines.append(
                 f"{head} {row['requests_per_s']:>7,.0f} req/s {row['jobs_per_s']:>8,.0f} jobs/s"
-                f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}{rss}"
+                f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}"
+                f"  server CPU {row['server_cpu_us_per_request']:,.0f} us/req{rss}"
             )
     return "\n".join(lines)
 
@@ -71,9 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=4, help="http: threads per gunicorn worker (default 4)"
     )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="core: time by the wall clock (default) or by this process's CPU time, which on SQLite"
+        " measures the work itself on a busy machine (PostgreSQL's server time is then left out)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 
+    use_clock(args.clock)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp:
         targets = ([Target(Path(tmp))] if args.sqlite else []) + (

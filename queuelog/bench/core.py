@@ -1,7 +1,9 @@
-"""In-process scenarios: the queue layer next to a raw driver loop running the very same statements.
+"""In-process scenarios: the queue layer next to a raw driver loop running the very same statements, and
+next to a minimal queue on the bare driver (minimal.py).
 
 - ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), and batch
-  claim of 100 + batch complete, each as jobs/s for queuelog and for the raw loop, with the ratio.
+  claim of 100 + batch complete, each as jobs/s for queuelog, for the raw loop running its statements and
+  for the minimal loop, with the ratios queuelog / raw and queuelog / minimal.
 - ``backlog``: claim latency p50/p99 with 1,000, N/10 and N pending jobs, and 1,000 pending beside N finished.
 """
 
@@ -13,6 +15,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from queuelog.bench import minimal
 from queuelog.bench.targets import Target, progress
 from queuelog.engines import JobRecord
 from queuelog.models import utcnow
@@ -36,35 +39,35 @@ def _rate(count: int, seconds: float) -> float:
 
 def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
     specs = [_spec(i) for i in range(n)]
-    start = time.perf_counter()
+    start = minimal.clock()
     for i, spec in enumerate(specs):
         queue.enqueue("bench", spec)
         if i % 500 == 0:
             progress("queuelog: enqueue", i, n)
-    enqueue = time.perf_counter() - start
+    enqueue = minimal.clock() - start
     progress("queuelog: enqueue", n, n)
 
-    start = time.perf_counter()
+    start = minimal.clock()
     done = 0
     while jobs := queue.claim(WORKER):
         queue.complete(jobs[0].id, WORKER, jobs[0].lease_token, None)
         done += 1
         if done % 500 == 0:
             progress("queuelog: claim+complete", done, n)
-    cycle = time.perf_counter() - start
+    cycle = minimal.clock() - start
     progress("queuelog: claim+complete", n, n)
     assert done == n, f"completed {done} of {n}"
 
     for first in range(0, n, 500):
         queue.enqueue_many("bench", specs[first : first + 500])
-    start = time.perf_counter()
+    start = minimal.clock()
     done = 0
     while jobs := queue.claim(WORKER, limit=batch):
         outcomes = queue.complete_many(WORKER, [(j.id, j.lease_token, None) for j in jobs])
         assert all(isinstance(o, JobRecord) for _, o in outcomes)
         done += len(jobs)
         progress(f"queuelog: batch of {batch}", done, n)
-    batched = time.perf_counter() - start
+    batched = minimal.clock() - start
     assert done == n
     return {
         "enqueue": _rate(n, enqueue),
@@ -119,12 +122,12 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         )
         return cur.fetchall()[0][0]
 
-    start = time.perf_counter()
+    start = minimal.clock()
     for spec in specs:
         now = sql.bind_time(utcnow())
         begin()
         finish([insert(spec, now)], now, "enqueued", 0)
-    enqueue = time.perf_counter() - start
+    enqueue = minimal.clock() - start
 
     def claim_some(limit: int) -> list[Any]:
         moment = utcnow()
@@ -153,7 +156,7 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
             conn.commit()
         return rows
 
-    start = time.perf_counter()
+    start = minimal.clock()
     done = 0
     while rows := claim_some(1):
         now = sql.bind_time(utcnow())
@@ -164,14 +167,14 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         cur.fetchall()
         finish([rows[0][0]], now, "completed", 1)
         done += 1
-    cycle = time.perf_counter() - start
+    cycle = minimal.clock() - start
     assert done == n
 
     for spec in specs:  # refill (not timed)
         now = sql.bind_time(utcnow())
         begin()
         finish([insert(spec, now)], now, "enqueued", 0)
-    start = time.perf_counter()
+    start = minimal.clock()
     done = 0
     while rows := claim_some(batch):
         now = sql.bind_time(utcnow())
@@ -182,7 +185,7 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         cur.fetchall()
         finish(ids, now, "completed", 1)
         done += len(ids)
-    batched = time.perf_counter() - start
+    batched = minimal.clock() - start
     assert done == n
     conn.close()
     return {
@@ -193,10 +196,12 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
 
 
 def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, Any]]:
+    """queuelog, the raw driver running queuelog's statements, and the minimal loop, one after another."""
     layer_queue = target.queue(target.fresh("layer"))
     layer = layer_loop(layer_queue, n, batch)
     layer_queue.db.dispose()
     raw = raw_loop(target, target.fresh("raw"), n, batch)
+    floor = minimal.run(target, [_spec(i).payload_json for i in range(n)], batch)
     return [
         {
             "scenario": "core",
@@ -205,6 +210,8 @@ def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, An
             "queuelog_per_s": layer[op],
             "raw_per_s": raw[op],
             "ratio": layer[op] / raw[op],
+            "minimal_per_s": floor[op],
+            "ratio_minimal": layer[op] / floor[op],
         }
         for op in layer
     ]

@@ -1,7 +1,9 @@
 """The ``http`` scenario: queuelog under gunicorn, driven by client processes over keep-alive connections.
 
-Beside it, the same gunicorn settings serving a do-nothing Flask endpoint: the ceiling of the web stack on
-this machine, so that queuelog's figures can be read as a fraction of it.
+Worker traffic runs twice: with the default answers (whole jobs), and with ``Prefer: return=minimal``, the
+compact answers queuelog-worker asks for (the rows marked "minimal"). Beside it, the same gunicorn
+settings serving a do-nothing Flask endpoint: the ceiling of the web stack on this machine, so that
+queuelog's figures can be read as a fraction of it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,18 @@ class Server:
                     pass
             time.sleep(0.2)
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system) its worker processes have used so far: on a shared machine this
+        moves far less than requests per second when other work competes for the cores."""
+        total = 0
+        for pid in self._children():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime and stime, in clock ticks
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self._sampling = False
         self.proc.send_signal(signal.SIGTERM)
@@ -111,11 +125,17 @@ class Server:
 # -- client processes ---------------------------------------------------------------------------------
 
 
+MINIMAL = "+minimal"  # a phase name ending so sends "Prefer: return=minimal", as queuelog-worker does
+
+
 def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int]:
     """Runs in a client process: one keep-alive connection; returns (jobs handled, latencies, errors)."""
     port, key, phase, count, batch = task
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    if phase.endswith(MINIMAL):
+        phase = phase.removesuffix(MINIMAL)
+        headers["Prefer"] = "return=minimal"
     latencies: list[float] = []
     errors = 0
 
@@ -158,12 +178,16 @@ def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int
     return handled, latencies, errors
 
 
-def _run_phase(pool, port: int, keys: list[str], phase: str, total: int, batch: int = 100) -> dict[str, Any]:
+def _run_phase(
+    pool, server: Server, keys: list[str], phase: str, total: int, batch: int = 100
+) -> dict[str, Any]:
     per_client = total // len(keys)
-    tasks = [(port, key, phase, per_client, batch) for key in keys]
+    tasks = [(server.port, key, phase, per_client, batch) for key in keys]
+    cpu = server.cpu_seconds()
     start = time.perf_counter()
     results = pool.map(_client, tasks)
     elapsed = time.perf_counter() - start
+    cpu = server.cpu_seconds() - cpu
     handled = sum(r[0] for r in results)
     latencies = sorted(x for r in results for x in r[1])
     return {
@@ -174,6 +198,7 @@ def _run_phase(pool, port: int, keys: list[str], phase: str, total: int, batch: 
         "p50_ms": statistics.median(latencies) * 1000 if latencies else 0.0,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000 if latencies else 0.0,
         "errors_5xx": sum(r[2] for r in results),
+        "server_cpu_us_per_request": cpu / max(len(latencies), 1) * 1e6,
     }
 
 
@@ -196,11 +221,11 @@ def scenario_http(
         noop = Server("queuelog.bench.noop:app", env, workers, threads, target.folder / "noop.log")
         try:
             progress("http: do-nothing endpoint", 0, 1)
-            _run_phase(pool, noop.port, producer_keys, "noop", max(clients, n // 5))  # warm-up, not counted
+            _run_phase(pool, noop, producer_keys, "noop", max(clients, n // 5))  # warm-up, not counted
             rows.append(
                 {
                     "operation": "do-nothing POST (stack ceiling)",
-                    **_run_phase(pool, noop.port, producer_keys, "noop", n),
+                    **_run_phase(pool, noop, producer_keys, "noop", n),
                 }
             )
             progress("http: do-nothing endpoint", 1, 1)
@@ -208,23 +233,34 @@ def scenario_http(
             noop.stop()
         server = Server("queuelog:create_app()", env, workers, threads, target.folder / "queuelog.log")
         try:
-            _run_phase(pool, server.port, producer_keys, "enqueue", max(clients, n // 5))  # warm-up
+            _run_phase(pool, server, producer_keys, "enqueue", max(clients, n // 5))  # warm-up
             for label, phase, keys in (
                 ("enqueue", "enqueue", producer_keys),
                 ("claim+complete, 1 job per claim", "claim_complete", worker_keys),
             ):
                 progress(f"http: {label}", 0, 1)
-                rows.append({"operation": label, **_run_phase(pool, server.port, keys, phase, n)})
+                rows.append({"operation": label, **_run_phase(pool, server, keys, phase, n)})
                 progress(f"http: {label}", 1, 1)
             _enqueue_batches(server.port, producer_keys[0], n)
-            progress(f"http: batch claim {batch}", 0, 1)
+            label = "claim+complete, 1 job per claim, minimal"
+            progress("http: claim+complete, minimal", 0, 1)
             rows.append(
                 {
-                    "operation": f"batch claim {batch} + batch complete",
-                    **_run_phase(pool, server.port, worker_keys, "batch", n, batch),
+                    "operation": label,
+                    **_run_phase(pool, server, worker_keys, "claim_complete" + MINIMAL, n),
                 }
             )
-            progress(f"http: batch claim {batch}", 1, 1)
+            progress("http: claim+complete, minimal", 1, 1)
+            for suffix, label in (("", ""), (MINIMAL, ", minimal")):
+                _enqueue_batches(server.port, producer_keys[0], n)
+                progress(f"http: batch claim {batch}{suffix}", 0, 1)
+                rows.append(
+                    {
+                        "operation": f"batch claim {batch} + batch complete{label}",
+                        **_run_phase(pool, server, worker_keys, "batch" + suffix, n, batch),
+                    }
+                )
+                progress(f"http: batch claim {batch}{suffix}", 1, 1)
         finally:
             server.stop()
     for row in rows:

@@ -45,16 +45,19 @@ class Target:
             self.engine = "postgresql"
             self.sql = postgres_sql
 
-    def fresh(self, name: str) -> str:
+    def empty(self, name: str) -> str:
+        """A new, empty database: a SQLite file not yet made, or a new schema (dropped by ``cleanup``)."""
         if self.engine == "sqlite":
-            url = f"sqlite:///{self.folder / (name + '.sqlite3')}"
-        else:
-            schema = f"queuelog_bench_{os.getpid()}_{secrets.token_hex(3)}"
-            with create_engine(self.postgres_url, isolation_level="AUTOCOMMIT").connect() as conn:
-                conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-            self.schemas.append(schema)
-            sep = "&" if "?" in self.postgres_url else "?"
-            url = f"{self.postgres_url}{sep}options={quote(f'-csearch_path={schema}')}"
+            return f"sqlite:///{self.folder / (name + '.sqlite3')}"
+        schema = f"queuelog_bench_{os.getpid()}_{secrets.token_hex(3)}"
+        with create_engine(self.postgres_url, isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        self.schemas.append(schema)
+        sep = "&" if "?" in self.postgres_url else "?"
+        return f"{self.postgres_url}{sep}options={quote(f'-csearch_path={schema}')}"
+
+    def fresh(self, name: str) -> str:
+        url = self.empty(name)
         db = Database(url)
         db.upgrade()
         Queue(db).types.seed("bench")

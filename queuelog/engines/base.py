@@ -23,28 +23,36 @@ from queuelog.engines.records import (
     Claimed,
     CountRow,
     FailureRow,
+    FinishedJob,
+    HeldJob,
+    JobSearch,
     JobTypeRow,
     KeyRow,
     NewJob,
+    SearchPage,
     ThroughputRow,
     Unchanged,
+    WorkerKeyRow,
 )
 from queuelog.engines.running import RunningOperations
 
 if TYPE_CHECKING:
-    from queuelog.models import JobType
+    from queuelog.engines.schedules import Fired, Firing
+    from queuelog.models import JobType, Schedule
 
 
 class JobRecord(NamedTuple):
     """A job as stored: the one definition of the job's columns (``JOB_COLUMNS`` follows its order).
 
-    Times are aware UTC datetimes, ``payload`` and ``result`` parsed JSON. ``job["status"]`` reads a
-    field by name as well as ``job.status`` does, for faces written when jobs were dicts.
+    Times are aware UTC datetimes. ``payload`` and ``result`` are the JSON text as the database keeps it
+    (never parsed on the way through: the API splices it into its answers; ``json.loads`` it to look
+    inside). ``job["status"]`` reads a field by name as well as ``job.status`` does, for faces written when
+    jobs were dicts.
     """
 
     id: int
     type: str
-    payload: dict[str, Any]
+    payload: str
     priority: int
     status: str
     retry_count: int
@@ -59,7 +67,7 @@ class JobRecord(NamedTuple):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
-    result: dict[str, Any] | None
+    result: str | None
     error: str | None
     # A running job's cancellation, progress and snoozes (docs/running-jobs.md): read them through the
     # properties below, which hide a progress report left over from an earlier attempt.
@@ -169,7 +177,9 @@ class QueueEngine(RunningOperations, Protocol):
         backoff: Backoff,
     ) -> JobRecord | Unchanged:
         """Record a failed attempt of a held job: pending again after ``backoff`` while ``retryable``
-        and retries remain (``retry_count`` + 1), else failed. ``error`` is stored as given."""
+        and retries remain (``retry_count`` + 1), else failed; cancelled (``cancelled`` by ``worker`` in
+        its history, the request cleared) when its cancellation was requested, in the same statement.
+        ``error`` is stored as given."""
         ...
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
@@ -266,3 +276,108 @@ class QueueEngine(RunningOperations, Protocol):
 def claim_order(job: JobRecord) -> tuple[int, datetime, int]:
     """The sort key of claim order (README, Claim order): an UPDATE's RETURNING has no order of its own."""
     return (-job.priority, job.available_at, job.id)
+
+
+# -- search and bulk actions (the admin console) ----------------------------------------------------------
+
+
+class SearchOperations(Protocol):
+    """The console's reads and bulk writes, which every engine offers beside ``QueueEngine``'s."""
+
+    def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int) -> SearchPage:
+        """Jobs matching ``search``, newest first, with ids below ``before_id``: at most ``limit`` of
+        them, found among at most ``scan`` candidates (the newest rows below ``before_id`` that match the
+        indexed fields), so that no search reads more than ``scan`` rows whatever it looks for."""
+        ...
+
+    def count_matching(self, search: JobSearch, *, action: str, ceiling: int, cap: int) -> int:
+        """How many jobs with ids up to ``ceiling`` match ``search`` and are in a status ``action``
+        (``retry``, ``cancel``, ``delete``) applies to, counting at most ``cap`` (a bulk action's
+        confirmation)."""
+        ...
+
+    def newest_id(self) -> int:
+        """The highest job id there is, 0 when there are no jobs."""
+        ...
+
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        """Apply ``action`` to the jobs ``job_ids`` in one short transaction and return the ids it
+        changed: ``retry`` (failed or cancelled jobs back to pending, retry count 0), ``cancel`` (pending
+        jobs) with a history row by ``actor`` for each, or ``delete`` (finished jobs, with their
+        history). The status each action needs is part of the statement: a job in another state is left
+        alone, whatever happened to it since it was chosen."""
+        ...
+
+
+class ConsoleReads(Protocol):
+    """The admin console's reads (the workers page and the per-type figures; docs/console.md), which both
+    engines implement beside ``QueueEngine`` (in reads.py). Each is bounded by its ``limit`` (or by the
+    running jobs) and served by an index, whatever the size of the jobs table."""
+
+    def held_jobs(self, *, limit: int) -> list[HeldJob]:
+        """Running jobs, the soonest lease expiry first (through the partial index of running jobs)."""
+        ...
+
+    def held_counts(self) -> dict[str, int]:
+        """How many jobs each worker holds now (running jobs only)."""
+        ...
+
+    def recent_finished(self, status: str, *, since: datetime, limit: int) -> list[FinishedJob]:
+        """The ``limit`` jobs that became ``status`` (completed or failed) most recently, at or after
+        ``since``, newest first (through the index on status and finish time)."""
+        ...
+
+    def recent_of_type(self, job_type: str, *, limit: int) -> list[FinishedJob]:
+        """The ``limit`` newest jobs (highest ids) of ``job_type``, whatever their status, newest first."""
+        ...
+
+    def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
+        """Worker keys used at or after ``since`` (revoked or not), the most recently used first."""
+        ...
+
+
+class ScheduleEngine(Protocol):
+    """The schedules' operations (docs/schedules.md), which both engines have beside ``QueueEngine``'s
+    (queuelog/engines/schedules.py). Every change writes its ``audit_log`` row in its own transaction."""
+
+    def all_schedules(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        ...
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        """The schedule named ``name``, or None."""
+        ...
+
+    def add_schedule(self, values: dict[str, Any], *, actor: str, now: datetime) -> Schedule:
+        """Add a schedule with the given columns, created by ``actor``. A taken name raises SQLAlchemy's
+        ``IntegrityError``, and nothing is written."""
+        ...
+
+    def update_schedule(
+        self,
+        name: str,
+        changes: dict[str, Any],
+        *,
+        actor: str,
+        action: str,
+        now: datetime,
+        revision: int | None = None,
+        detail: str | None = None,
+    ) -> Schedule | None:
+        """Set ``changes`` and raise the revision, in one guarded UPDATE (only at ``revision`` when given),
+        audited as ``action`` with ``detail``; None when no schedule matched."""
+        ...
+
+    def delete_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        """Delete the schedule and its fire rows (its jobs stay); False when there was none."""
+        ...
+
+    def due_schedules(self, *, now: datetime, limit: int) -> list[Schedule]:
+        """Unpaused schedules whose next fire time is at or before ``now``, soonest first."""
+        ...
+
+    def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:
+        """Fire one slot in one transaction: the guarded UPDATE of the schedule (due at that revision and
+        slot; for "run now", that it exists), the (schedule, slot) row, the job and its history row. Two
+        firings of one slot, from any number of servers at once, make one job."""
+        ...

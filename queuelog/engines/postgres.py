@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from typing import Any, TypeVar
 
+from sqlalchemy import event
+
 from queuelog.db import Database, DatabaseUnavailable
 from queuelog.engines import postgres_sql
 from queuelog.engines.base import JobRecord, claim_order
@@ -42,10 +44,20 @@ from queuelog.engines.postgres_sql import (
     bind_json,
     decode_job,
 )
-from queuelog.engines.reads import EngineReads
+from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.schedules import ScheduleOps
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _utc_session(dbapi_connection: Any, _record: Any) -> None:
+    """Sessions in UTC: psycopg then answers timestamptz values in ``datetime.UTC`` itself, which the
+    decoders take as they are instead of converting every time of every row (README, Performance).
+    Connections opened before this engine was made are still decoded right, by conversion."""
+    with dbapi_connection.cursor() as cur:
+        cur.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()
 
 
 def retry_aborted(method: F) -> F:
@@ -71,7 +83,7 @@ def retry_aborted(method: F) -> F:
 from queuelog.engines.postgres_running import EXPIRE_CANCELLED, PostgresRunning  # noqa: E402
 
 
-class PostgresEngine(EngineReads, OrmJobTypes, PostgresRunning):
+class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, PostgresRunning):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"
@@ -79,6 +91,8 @@ class PostgresEngine(EngineReads, OrmJobTypes, PostgresRunning):
 
     def __init__(self, db: Database):
         self.db = db
+        if not event.contains(db.engine, "connect", _utc_session):
+            event.listen(db.engine, "connect", _utc_session)
 
     def _locate(self, cur: Any, job_id: int) -> JobRecord | None:
         row = cur.execute(GET, {"id": job_id}).fetchone()
@@ -248,13 +262,27 @@ class PostgresEngine(EngineReads, OrmJobTypes, PostgresRunning):
 
     def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
         total = 0
-        while (deleted := self._run(PRUNE, {"cutoff": finished_before, "batch": batch})) == batch:
+        while (deleted := self._count(PRUNE, {"cutoff": finished_before, "batch": batch})) == batch:
             total += deleted
         self._run(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total + deleted
+
+    @retry_aborted
+    def _count(self, statement: str, params: dict[str, Any]) -> int:
+        """One autocommitted statement that answers a count."""
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            return int(cur.execute(statement, params).fetchone()[0])
 
     @retry_aborted
     def _run(self, statement: str, params: dict[str, Any]) -> int:
         """One autocommitted statement; how many rows it touched."""
         with self.db.cursor(write=True, autocommit=True) as cur:
             return cur.execute(statement, params).rowcount
+
+    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+
+    @retry_aborted
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        params = {"ids": [int(i) for i in job_ids], "now": now, "actor": actor}
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            return sorted(row[0] for row in cur.execute(postgres_sql.BULK[action], params).fetchall())

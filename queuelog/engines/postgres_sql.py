@@ -69,11 +69,13 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # Settle expired leases, pick and lease jobs, and log both, in one statement; rows come back tagged
 # 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
+# The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
+# CTE would let the planner hash it against a scan of the whole table).
 CLAIM = {
     typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), picked AS ({pick} FOR UPDATE SKIP LOCKED),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
-    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s FROM picked"
-    f" WHERE jobs.id = picked.id RETURNING {_RETURNING}),"
+    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
+    f" WHERE jobs.id = ANY(ARRAY(SELECT id FROM picked)) RETURNING {_RETURNING}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
     f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
     for typed, pick in PICK.items()
@@ -89,22 +91,32 @@ COMPLETE = (
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
 # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name,
-# under the same holder guard as a single complete.
+# under the same holder guard as a single complete. `id = ANY(ids)` reaches them by primary key rather
+# than through every running job.
 COMPLETE_MANY = (
     f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb"
     " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
-    " WHERE jobs.id = b.id AND jobs.status = 'running' AND jobs.worker_id = %(worker)s"
+    " WHERE jobs.id = ANY(%(ids)s::bigint[]) AND jobs.id = b.id AND jobs.status = 'running'"
+    " AND jobs.worker_id = %(worker)s"
     f" AND jobs.lease_token = b.token RETURNING {_RETURNING}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
+# A failure of a job whose cancellation was requested (docs/running-jobs.md) ends it cancelled, never
+# retried, in the same statement: a failure nobody asked to cancel costs nothing more. Every SET expression
+# reads the row as it was, so each CASE sees the request the statement clears.
+_CANCELLING = "cancel_requested_at IS NOT NULL"
+_RETRY = f"cancel_requested_at IS NULL AND {_RETRYING}"
 FAIL = (
-    f"WITH f AS (UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
-    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
-    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE %(now)s END,"
-    f" available_at = CASE WHEN {_RETRYING} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
+    f"WITH f AS (UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' WHEN {_RETRYING}"
+    " THEN 'pending' ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRY} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END,"
+    f" available_at = CASE WHEN {_RETRY} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL,"
     " updated_at = %(now)s, error = %(error)s, lease_token = NULL, lease_expires_at = NULL"
     f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
-    f" e AS ({_EVENT}CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, %(worker)s,"
+    f" e AS ({_EVENT}CASE status WHEN 'pending' THEN 'retry_scheduled' WHEN 'cancelled' THEN 'cancelled'"
+    " ELSE 'failed' END, %(worker)s,"
     " CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END, %(error)s FROM f)"
     f" SELECT {JOB_COLUMNS} FROM f"
 )
@@ -119,9 +131,14 @@ RETRY = (
     " updated_at = %(now)s WHERE id = %(id)s AND status IN ('failed', 'cancelled')"
     f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r"
 )
+# A batch of old finished jobs (through the partial index ix_jobs_finished) and their history, in one
+# statement; it answers how many jobs it deleted. The status is checked again on the row to delete: a job
+# an admin retried while this statement waited for its lock is pending now, and stays.
+_FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 PRUNE = (
-    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-    " AND finished_at < %(cutoff)s LIMIT %(batch)s)"
+    f"WITH gone AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED}"
+    f" AND finished_at < %(cutoff)s LIMIT %(batch)s) AND {_FINISHED} RETURNING id),"
+    " h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT count(*) FROM gone"
 )
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"
 
@@ -191,13 +208,14 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, list[A
 
 
 def decode_time(value: datetime | None) -> datetime | None:
-    """A timestamptz as psycopg answers it (in the session's zone), made UTC."""
-    return None if value is None else value.astimezone(UTC)
+    """A timestamptz as psycopg answers it (in the session's zone: UTC itself, as the engine sets it),
+    made UTC."""
+    return value if value is None or value.tzinfo is UTC else value.astimezone(UTC)
 
 
-def schema_text(schema: Any) -> str | None:
-    """A payload schema as canonical JSON text (jsonb arrives parsed)."""
-    return None if schema is None else json.dumps(schema, sort_keys=True)
+def schema_text(schema: str | None) -> str | None:
+    """A payload schema as canonical JSON text (jsonb arrives as text: ``Database.cursor``)."""
+    return None if schema is None else json.dumps(json.loads(schema), sort_keys=True)
 
 
 _TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
@@ -205,10 +223,47 @@ _record = JobRecord._make
 
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
-    """A ``jobs`` row in ``JOB_COLUMNS`` order. psycopg parses jsonb; times come in the session's time
-    zone and are made UTC."""
+    """A ``jobs`` row in ``JOB_COLUMNS`` order. jsonb comes as its text (``Database.cursor``); times come
+    in the session's time zone (UTC, unless the connection predates the engine) and are made UTC."""
     values = list(row)
     for i in _TIMES:
-        if values[i] is not None:
-            values[i] = values[i].astimezone(UTC)
+        value = values[i]
+        if value is not None and value.tzinfo is not UTC:
+            values[i] = value.astimezone(UTC)
     return _record(values)
+
+
+# -- bulk actions (the console): a batch of ids as one array; the status each needs, and the history rows,
+# in the same statement ----------------------------------------------------------------------------------
+
+_IDS = "id = ANY(%(ids)s::bigint[])"
+BULK = {
+    "retry": "WITH r AS (UPDATE jobs SET status = 'pending', retry_count = 0, available_at = %(now)s,"
+    f" finished_at = NULL, updated_at = %(now)s WHERE {_IDS} AND status IN ('failed', 'cancelled')"
+    f" RETURNING id), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT id FROM r",
+    "cancel": "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
+    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count),"
+    f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT id FROM c",
+    "delete": f"WITH gone AS (DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled')"
+    " RETURNING id), h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT id FROM gone",
+}
+
+
+# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+
+_SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
+# Running jobs only: through the partial index of leases (or the status index), never the whole table.
+HELD_JOBS = (
+    "SELECT id, type, worker_id, claimed_at, lease_expires_at FROM jobs WHERE status = 'running'"
+    " ORDER BY lease_expires_at LIMIT %(limit)s"
+)
+HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
+# Through ix_jobs_status_finished_at, from its newest end.
+RECENT_FINISHED = f"{_SAMPLE} WHERE status = %(status)s AND finished_at >= %(since)s ORDER BY finished_at DESC LIMIT %(limit)s"
+# Through ix_jobs_type_id, from its newest end.
+RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = %(type)s ORDER BY id DESC LIMIT %(limit)s"
+# api_keys holds one row per key ever made: a few hundred at most.
+WORKER_KEYS = (
+    "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
+    " AND last_used_at >= %(since)s ORDER BY last_used_at DESC LIMIT %(limit)s"
+)

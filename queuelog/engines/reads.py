@@ -17,7 +17,19 @@ from typing import Any
 
 from queuelog.db import Database
 from queuelog.engines.base import EventRecord, JobRecord
-from queuelog.engines.records import CountRow, FailureRow, JobTypeRow, KeyRow, ThroughputRow
+from queuelog.engines.records import (
+    CountRow,
+    FailureRow,
+    FinishedJob,
+    HeldJob,
+    JobSearch,
+    JobTypeRow,
+    KeyRow,
+    SearchPage,
+    ThroughputRow,
+    WorkerKeyRow,
+)
+from queuelog.engines.search_sql import bind, count_statement, present, scans, search_statements
 
 
 class EngineReads:
@@ -95,3 +107,73 @@ class EngineReads:
         key_id, kind, name, last_used, username, role, active = rows[0]
         active = None if active is None else bool(active)
         return KeyRow(key_id, kind, name, self.sql.decode_time(last_used), username, role, active)
+
+    # -- the console's reads (ConsoleReads in base.py) ------------------------------------------------
+
+    def held_jobs(self, *, limit: int) -> list[HeldJob]:
+        time = self.sql.decode_time
+        return [
+            HeldJob(job_id, job_type, worker, time(claimed), time(expires))
+            for job_id, job_type, worker, claimed, expires in self._rows(self.sql.HELD_JOBS, {"limit": limit})
+        ]
+
+    def held_counts(self) -> dict[str, int]:
+        return {worker: int(n) for worker, n in self._rows(self.sql.HELD_COUNTS)}
+
+    def recent_finished(self, status: str, *, since: datetime, limit: int) -> list[FinishedJob]:
+        params = {"status": status, "since": self.sql.bind_time(since), "limit": limit}
+        return self._finished(self._rows(self.sql.RECENT_FINISHED, params))
+
+    def recent_of_type(self, job_type: str, *, limit: int) -> list[FinishedJob]:
+        return self._finished(self._rows(self.sql.RECENT_OF_TYPE, {"type": job_type, "limit": limit}))
+
+    def _finished(self, rows: list[Any]) -> list[FinishedJob]:
+        time = self.sql.decode_time
+        return [
+            FinishedJob(job_id, job_type, status, worker, time(available), time(claimed), time(finished))
+            for job_id, job_type, status, worker, available, claimed, finished in rows
+        ]
+
+    def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
+        time = self.sql.decode_time
+        params = {"since": self.sql.bind_time(since), "limit": limit}
+        return [
+            WorkerKeyRow(name, time(created), time(used), time(revoked))
+            for name, created, used, revoked in self._rows(self.sql.WORKER_KEYS, params)
+        ]
+
+
+class SearchReads:
+    """The console's reads (contracts in base.py, ``SearchOperations``; statements in search_sql.py)."""
+
+    db: Database
+    sql: ModuleType
+    name: str
+
+    def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int) -> SearchPage:
+        names = present(search)
+        params = {**bind(search, self.name, self.sql.bind_time), "before_id": before_id}
+        keyset = before_id is not None
+        with self.db.cursor() as cur:
+            lowest, full = None, False
+            if scans(names):
+                window, _ = search_statements(self.name, names, keyset, False)
+                lowest, examined = cur.execute(window, {**params, "scan": scan}).fetchone()
+                full = lowest is not None and examined >= scan
+            _, page = search_statements(self.name, names, keyset, full)
+            rows = cur.execute(page, {**params, "floor": lowest, "limit": limit + 1}).fetchall()
+        jobs = [self.sql.decode_job(row) for row in rows[:limit]]
+        if len(rows) > limit:
+            return SearchPage(jobs, jobs[-1].id, False)
+        return SearchPage(jobs, lowest if full else None, full)
+
+    def count_matching(self, search: JobSearch, *, action: str, ceiling: int, cap: int) -> int:
+        statement = count_statement(self.name, present(search), action)
+        params = {**bind(search, self.name, self.sql.bind_time), "ceiling": ceiling, "cap": cap}
+        with self.db.cursor() as cur:
+            return int(cur.execute(statement, params).fetchone()[0])
+
+    def newest_id(self) -> int:
+        with self.db.cursor() as cur:
+            row = cur.execute("SELECT max(id) FROM jobs").fetchone()
+        return int(row[0] or 0)

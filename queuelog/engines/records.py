@@ -112,3 +112,74 @@ class KeyRow(NamedTuple):
     username: str | None
     role: str | None
     active: bool | None
+
+
+class JobSearch(NamedTuple):
+    """What a search of the jobs looks for (every given field must match; None or empty: any).
+
+    ``id``, ``owner``, ``status``, ``type`` and ``priority`` are matched through the jobs table's indexes;
+    the others are checked on a bounded window of the newest rows that match those (README, The pages).
+    Times are aware datetimes, ``*_from`` inclusive and ``*_to`` exclusive. ``error`` is a piece of the
+    stored error, matched without regard to ASCII case. ``payload_path`` names keys of nested objects,
+    and the value found there, written as text (``true``, ``42``, ``ada@example.com``), must equal
+    ``payload_value``.
+    """
+
+    id: int | None = None
+    owner: str | None = None
+    status: str | None = None
+    type: str | None = None
+    priority: int | None = None
+    worker: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
+    error: str | None = None
+    payload_path: tuple[str, ...] = ()
+    payload_value: str | None = None
+
+
+class SearchPage(NamedTuple):
+    """One page of a search, newest first. ``next_before`` continues it (as ``before_id``; None when no
+    older job can match). ``window_full`` says the page stopped because it had examined its whole window
+    of candidates, not because it had found enough: the jobs below ``next_before`` are not examined yet."""
+
+    jobs: list[JobRecord]
+    next_before: int | None
+    window_full: bool
+
+
+# -- the console's reads (workers page, per-type figures) -------------------------------------------------
+
+
+class HeldJob(NamedTuple):
+    """A running job and its lease: who holds it, since when, until when."""
+
+    id: int
+    type: str
+    worker_id: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+
+
+class FinishedJob(NamedTuple):
+    """A job's last attempt as its row keeps it, for figures: ``finished_at`` is None while it is not
+    finished; ``claimed_at`` is None for a job never claimed (cancelled while pending)."""
+
+    id: int
+    type: str
+    status: str
+    worker_id: str | None
+    available_at: datetime
+    claimed_at: datetime | None
+    finished_at: datetime | None
+
+
+class WorkerKeyRow(NamedTuple):
+    """A worker key (its name is the worker id of every job it claims)."""
+
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None

@@ -18,8 +18,9 @@ from queuelog.db import Database
 from queuelog.engines import sqlite_sql
 from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
-from queuelog.engines.reads import EngineReads
+from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
+from queuelog.engines.schedules import ScheduleOps
 from queuelog.engines.sqlite_running import SQLiteRunning
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
@@ -38,6 +39,7 @@ from queuelog.engines.sqlite_sql import (
     MINUTE,
     PICK,
     PRUNE,
+    PRUNE_HISTORY,
     PRUNE_THROUGHPUT,
     RETRY,
     SET_AVAILABLE,
@@ -62,7 +64,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, OrmJobTypes, SQLiteRunning):
+class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRunning):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
@@ -196,8 +198,8 @@ class SQLiteEngine(EngineReads, OrmJobTypes, SQLiteRunning):
             job = self._push_back(cur, job, now, backoff)
             if job.status == "pending":  # retry_count already counts the attempt that failed
                 _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
-            else:
-                _log(cur, [(job_id, ts, "failed", worker, job.retry_count + 1, error)])
+            else:  # failed, or cancelled when that was requested (docs/running-jobs.md)
+                _log(cur, [(job_id, ts, job.status, worker, job.retry_count + 1, error)])
         return job
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
@@ -250,6 +252,7 @@ class SQLiteEngine(EngineReads, OrmJobTypes, SQLiteRunning):
         total = 0
         while True:
             with self.db.cursor(write=True) as cur:
+                cur.execute(PRUNE_HISTORY, {"cutoff": cutoff, "batch": batch})
                 deleted = cur.execute(PRUNE, {"cutoff": cutoff, "batch": batch}).rowcount
             total += deleted
             if deleted < batch:
@@ -257,3 +260,18 @@ class SQLiteEngine(EngineReads, OrmJobTypes, SQLiteRunning):
         with self.db.cursor(write=True) as cur:
             cur.execute(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total
+
+    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+
+    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+        ts = bind_time(now)
+        ids = json.dumps([int(i) for i in job_ids])
+        with self.db.cursor(write=True) as cur:
+            changed = cur.execute(sqlite_sql.BULK[action], {"ids": ids, "now": ts}).fetchall()
+            event = sqlite_sql.BULK_EVENT.get(action)
+            if event:
+                # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
+                _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
+            elif changed:
+                cur.execute(sqlite_sql.BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
+        return sorted(i for i, _ in changed)

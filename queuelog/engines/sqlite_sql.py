@@ -74,10 +74,17 @@ COMPLETE_MANY = (
 HEARTBEAT = (
     f"UPDATE jobs SET lease_expires_at = :expires, updated_at = :now WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
+# A failure of a job whose cancellation was requested (docs/running-jobs.md) ends it cancelled, never
+# retried, in the same statement: a failure nobody asked to cancel costs nothing more. Every SET expression
+# reads the row as it was, so each CASE sees the request the statement clears.
+_CANCELLING = "cancel_requested_at IS NOT NULL"
+_RETRY = f"cancel_requested_at IS NULL AND {_RETRYING}"
 FAIL = (
-    f"UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
-    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
-    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
+    f"UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' WHEN {_RETRYING} THEN 'pending'"
+    " ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRY} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE :now END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL,"
     " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
     f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
@@ -90,10 +97,15 @@ RETRY = (
     "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
     f" updated_at = :now WHERE id = :id AND status IN ('failed', 'cancelled') RETURNING {JOB_COLUMNS}"
 )
-PRUNE = (
-    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-    " AND finished_at < :cutoff LIMIT :batch)"
+# A batch of old finished jobs, through the partial index ix_jobs_finished (named: without statistics
+# SQLite would take ix_jobs_status_id and sort), in the index's order: the history and the jobs are deleted
+# by two statements of one write transaction, which therefore pick the same jobs.
+_PRUNABLE = (
+    "SELECT id FROM jobs INDEXED BY ix_jobs_finished WHERE status IN ('completed', 'failed', 'cancelled')"
+    " AND finished_at < :cutoff ORDER BY finished_at, id LIMIT :batch"
 )
+PRUNE_HISTORY = f"DELETE FROM job_events WHERE job_id IN ({_PRUNABLE})"
+PRUNE = f"DELETE FROM jobs WHERE id IN ({_PRUNABLE})"
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < :minute"
 
 
@@ -167,19 +179,50 @@ def schema_text(schema: str | None) -> str | None:
 
 
 _TIMES = tuple(i for i, name in enumerate(JOB_FIELDS) if name.endswith("_at"))
-_PAYLOAD, _RESULT = JOB_FIELDS.index("payload"), JOB_FIELDS.index("result")
 _record = JobRecord._make
 _fromisoformat = datetime.fromisoformat
-_loads = json.loads
 
 
 def decode_job(row: Sequence[Any]) -> JobRecord:
-    """A ``jobs`` row in ``JOB_COLUMNS`` order: times from text, JSON from text."""
+    """A ``jobs`` row in ``JOB_COLUMNS`` order: times from text; JSON stays the text it is stored as."""
     values = list(row)
     for i in _TIMES:
         if values[i] is not None:
             values[i] = _fromisoformat(values[i] + "+00:00")
-    values[_PAYLOAD] = _loads(values[_PAYLOAD])
-    if values[_RESULT] is not None:
-        values[_RESULT] = _loads(values[_RESULT])
     return _record(values)
+
+
+# -- bulk actions (the console): a batch of ids as one JSON array, each action's status in the statement --
+
+_IDS = "id IN (SELECT value FROM json_each(:ids))"
+BULK = {
+    "retry": "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
+    f" updated_at = :now WHERE {_IDS} AND status IN ('failed', 'cancelled') RETURNING id, retry_count",
+    "cancel": "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
+    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count",
+    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id, 0",
+}
+BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each writes (delete: none)
+BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
+
+
+# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+
+_SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
+# Running jobs only: through the partial index of leases (or the status index), never the whole table.
+HELD_JOBS = (
+    "SELECT id, type, worker_id, claimed_at, lease_expires_at FROM jobs WHERE status = 'running'"
+    " ORDER BY lease_expires_at LIMIT :limit"
+)
+HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
+# Through ix_jobs_status_finished_at, from its newest end.
+RECENT_FINISHED = (
+    f"{_SAMPLE} WHERE status = :status AND finished_at >= :since ORDER BY finished_at DESC LIMIT :limit"
+)
+# Through ix_jobs_type_id, from its newest end.
+RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = :type ORDER BY id DESC LIMIT :limit"
+# api_keys holds one row per key ever made: a few hundred at most.
+WORKER_KEYS = (
+    "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
+    " AND last_used_at >= :since ORDER BY last_used_at DESC LIMIT :limit"
+)

@@ -2,10 +2,12 @@
 
 from queuelog.queue.core import MAX_ERROR_CHARS, Queue
 from queuelog.queue.errors import (
+    Code,
     IdempotencyKeyReused,
     InvalidState,
     JobNotFound,
     JobValidationError,
+    NotAllowed,
     NotLeaseHolder,
     QueueError,
 )
@@ -14,12 +16,14 @@ from queuelog.queue.types import JobTypeRules
 
 __all__ = [
     "MAX_ERROR_CHARS",
+    "Code",
     "IdempotencyKeyReused",
     "InvalidState",
     "JobNotFound",
     "JobSpec",
     "JobTypeRules",
     "JobValidationError",
+    "NotAllowed",
     "NotLeaseHolder",
     "Queue",
     "QueueError",

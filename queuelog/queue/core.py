@@ -19,6 +19,7 @@ from queuelog.db import Database
 from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
 from queuelog.models import utcnow
 from queuelog.queue.errors import (
+    Code,
     IdempotencyKeyReused,
     InvalidState,
     JobNotFound,
@@ -39,8 +40,8 @@ class Queue(LongPolls, RunningJobs):
     running jobs' cancellation, progress and snoozes (running.py).
 
     Jobs come back as ``JobRecord`` (queuelog/engines/base.py). A refused transition raises a
-    ``QueueError``: ``JobNotFound``, ``NotLeaseHolder`` (the same whatever the job's state), ``InvalidState``
-    or ``IdempotencyKeyReused``.
+    ``QueueError`` with a code (queue/errors.py): ``JobNotFound``, ``NotLeaseHolder`` (the same whatever the
+    job's state), ``InvalidState`` or ``IdempotencyKeyReused``.
     """
 
     def __init__(
@@ -84,10 +85,8 @@ class Queue(LongPolls, RunningJobs):
         try:
             out = self.engine.insert(owner, jobs, now)
         except KeyConflict as exc:
-            where = f"jobs[{exc.index}]: " if len(specs) > 1 else ""
-            raise IdempotencyKeyReused(
-                f"{where}idempotency key already used by job {exc.job.id} with other parameters", exc.job.id
-            ) from None
+            field = f"jobs[{exc.index}].idempotency_key" if len(specs) > 1 else "idempotency_key"
+            raise IdempotencyKeyReused(Code.IDEMPOTENCY_KEY_REUSED, field=field, job_id=exc.job.id) from None
         created = sum(1 for _, new in out if new)
         if created:
             metrics.ENQUEUED.inc(created)
@@ -128,9 +127,9 @@ class Queue(LongPolls, RunningJobs):
     @staticmethod
     def _refusal(job_id: int, outcome: Unchanged) -> QueueError:
         if outcome.job is None:
-            return JobNotFound(f"job {job_id} does not exist")
+            return JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
         # The same answer whatever the job's state: a worker learns nothing about jobs it does not hold.
-        return NotLeaseHolder(f"job {job_id} is not held by this worker under this lease token")
+        return NotLeaseHolder(Code.NOT_LEASE_HOLDER, job_id=job_id)
 
     def _held(self, job_id: int, outcome: JobRecord | Unchanged) -> JobRecord:
         if isinstance(outcome, Unchanged):
@@ -180,9 +179,6 @@ class Queue(LongPolls, RunningJobs):
         """
         error = error[: 4 * MAX_ERROR_CHARS].replace("\x00", "\ufffd")
         error = redact_error(error.encode("utf-8", "replace").decode("utf-8"))[:MAX_ERROR_CHARS]
-        cancelled = self._fail_cancelled(job_id, worker, lease_token, error)
-        if cancelled is not None:  # its cancellation was requested: it ends cancelled, not retried
-            return cancelled
         outcome = self.engine.fail(
             job_id,
             worker,
@@ -193,7 +189,8 @@ class Queue(LongPolls, RunningJobs):
             backoff=self._backoff(),
         )
         job = self._held(job_id, outcome)
-        (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+        if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
+            (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
         return job
 
     # -- leases -------------------------------------------------------------------------------------
@@ -215,8 +212,8 @@ class Queue(LongPolls, RunningJobs):
         if isinstance(outcome, Unchanged):
             job = outcome.job
             if job is None or (owner is not None and job.owner != owner):
-                raise JobNotFound(f"job {job_id} does not exist")
-            raise InvalidState(f"job {job_id} is {job.status}; only pending or running jobs can be cancelled")
+                raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
+            raise InvalidState(Code.NOT_CANCELLABLE, job_id=job_id, status=job.status)
         return outcome
 
     def retry(self, job_id: int, actor: str) -> JobRecord:
@@ -224,10 +221,8 @@ class Queue(LongPolls, RunningJobs):
         outcome = self.engine.retry(job_id, actor, now=self.clock())
         if isinstance(outcome, Unchanged):
             if outcome.job is None:
-                raise JobNotFound(f"job {job_id} does not exist")
-            raise InvalidState(
-                f"job {job_id} is {outcome.job.status}; only failed or cancelled jobs can be retried"
-            )
+                raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
+            raise InvalidState(Code.NOT_RETRYABLE, job_id=job_id, status=outcome.job.status)
         metrics.RETRIED.inc()
         self._notify_arrival()
         return outcome

@@ -1,51 +1,76 @@
-"""What the queue layer refuses, as exceptions the faces (API, pages, CLI) translate for their callers."""
+"""What the queue layer refuses: a code and its parameters (the pattern of ``queuelog.refusals``).
+
+The exceptions carry no HTTP status, no problem type and no words: the JSON API maps each code to a
+status, a problem type and an English detail (``queuelog.api.refusals``), the pages to a translated message
+beside the right field (``queuelog.web.refusals``). The classes group the codes for callers that catch a
+kind of refusal; the code says which one it is.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
+from queuelog.refusals import Refused
 
-class QueueError(Exception):
-    """Base class: ``slug`` names the refusal (it becomes the problem type of the JSON API)."""
 
-    slug = "queue-error"
+class Code(StrEnum):
+    """Why the queue layer refused. The parameters each code carries are listed beside it."""
 
-    def __init__(self, detail: str):
-        super().__init__(detail)
-        self.detail = detail
+    JOB_NOT_FOUND = "job_not_found"  # job_id
+    NOT_CANCELLABLE = "not_cancellable"  # job_id, status: only pending or running jobs can be cancelled
+    NOT_RETRYABLE = "not_retryable"  # job_id, status: only failed or cancelled jobs can be retried
+    NOT_LEASE_HOLDER = "not_lease_holder"  # job_id: wrong worker, stale or wrong token, whatever the state
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # job_id: the job the key names
+    PRIORITY_NOT_ALLOWED = "priority_not_allowed"  # ceiling: the highest priority the caller may use
+    UNKNOWN_TYPE = "unknown_type"  # type, allowed: the enabled names, sorted
+    SCHEMA_UNUSABLE = "schema_unusable"  # type: its saved schema cannot be applied
+    SCHEMA_MISMATCH = "schema_mismatch"  # reason: the JSON Schema library's own (English) words
+    NOT_AN_OBJECT = "not_an_object"  # a payload or result that is not a JSON object
+    TOO_DEEP = "too_deep"  # limit: levels
+    TOO_LARGE = "too_large"  # size, limit: bytes serialized
+    NUL_CHARACTER = "nul_character"  # text holding U+0000, which PostgreSQL cannot store
+    LONE_SURROGATE = "lone_surrogate"  # text that UTF-8 cannot encode
+    NOT_FINITE = "not_finite"  # NaN or Infinity in a payload or result
+    NOT_PRINTABLE = "not_printable"  # max_length: a name or key of printable characters only
+    TIME_OUT_OF_RANGE = "time_out_of_range"  # low, high: years
+    # Running jobs (queue/running.py; docs/running-jobs.md). The holder's refusals: another worker, or a
+    # stale token, gets NOT_LEASE_HOLDER whatever the job's state.
+    SNOOZE_LIMIT = "snooze_limit"  # job_id, limit: the job was snoozed that many times already
+    CANCEL_NOT_REQUESTED = "cancel_not_requested"  # job_id: a stop reported, but nobody asked for it
+    OUT_OF_RANGE = "out_of_range"  # low, high: a number (a progress, a snooze's delay) outside them
+    TOO_LONG = "too_long"  # limit: characters (a progress message)
+
+
+class QueueError(Refused):
+    """Base class of the queue layer's refusals; ``code`` is a ``Code``."""
+
+    code: Code
+
+    def __init__(self, code: Code, *, field: str | None = None, **params: Any) -> None:
+        super().__init__(code, field=field, **params)
 
 
 class JobNotFound(QueueError):
-    slug = "not-found"
+    """No such job, or none the caller may see (``Code.JOB_NOT_FOUND``)."""
 
 
 class InvalidState(QueueError):
-    """The job exists but is not in a state that allows the transition."""
-
-    slug = "invalid-state"
+    """The job exists but its state does not allow the transition (``NOT_CANCELLABLE``, ``NOT_RETRYABLE``,
+    ``SNOOZE_LIMIT``, ``CANCEL_NOT_REQUESTED``)."""
 
 
 class NotLeaseHolder(QueueError):
-    """The caller does not hold the job's current lease (wrong worker, stale or wrong token)."""
-
-    slug = "not-lease-holder"
+    """The caller does not hold the job's current lease (``NOT_LEASE_HOLDER``)."""
 
 
 class IdempotencyKeyReused(QueueError):
-    """The owner used this idempotency key before with other parameters."""
-
-    slug = "idempotency-key-reused"
-
-    def __init__(self, detail: str, job_id: int):
-        super().__init__(detail)
-        self.job_id = job_id
+    """The owner used this idempotency key before with other parameters (``IDEMPOTENCY_KEY_REUSED``)."""
 
 
 class JobValidationError(QueueError):
-    """Input the queue layer itself rejects (unknown type, schema violation); ``errors`` name the fields."""
+    """Input the queue layer itself refuses (a type, a payload, a key, a time); ``field`` names it."""
 
-    slug = "validation-failed"
 
-    def __init__(self, errors: list[dict[str, Any]]):
-        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
-        self.errors = errors
+class NotAllowed(QueueError):
+    """The caller may not ask for this (``PRIORITY_NOT_ALLOWED``)."""

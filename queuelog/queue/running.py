@@ -11,9 +11,17 @@ from collections.abc import Callable
 from datetime import datetime
 
 from queuelog.engines import JobRecord, QueueEngine, Unchanged
-from queuelog.queue.errors import InvalidState, JobNotFound, NotLeaseHolder, QueueError
+from queuelog.queue.errors import (
+    Code,
+    InvalidState,
+    JobNotFound,
+    JobValidationError,
+    NotLeaseHolder,
+    QueueError,
+)
 
 MAX_PROGRESS_MESSAGE = 200  # characters; the column's size
+MIN_SNOOZE_SECONDS = 1  # the JSON API's lower bound too (api/schemas.py)
 MAX_SNOOZE_SECONDS = 86400  # one snooze puts a job off by a day at most
 
 
@@ -39,27 +47,22 @@ class RunningJobs:
         return outcome
 
     def _refused(
-        self, job_id: int, worker: str, token: str, outcome: Unchanged, why: str | None = None
+        self, job_id: int, worker: str, token: str, outcome: Unchanged, why: QueueError | None = None
     ) -> QueueError:
-        """404 for no job; ``InvalidState(why)`` for the holder, whose lease is fine; else not the holder."""
+        """Not found for no job; ``why`` for the holder, whose lease is fine; else not the holder."""
         if outcome.job is None:
-            return JobNotFound(f"job {job_id} does not exist")
+            return JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
         if why is not None and _holds(outcome.job, worker, token):
-            return InvalidState(f"job {job_id}: {why}")
-        return NotLeaseHolder(f"job {job_id} is not held by this worker under this lease token")
+            return why
+        return NotLeaseHolder(Code.NOT_LEASE_HOLDER, job_id=job_id)
 
     def stop_cancelled(self, job_id: int, worker: str, lease_token: str) -> JobRecord:
         """The holder's report that it stopped a job whose cancellation was requested: it ends cancelled."""
         outcome = self.engine.cancel_held(job_id, worker, lease_token, now=self.clock())
         if isinstance(outcome, Unchanged):
-            raise self._refused(job_id, worker, lease_token, outcome, "its cancellation was not requested")
+            why = InvalidState(Code.CANCEL_NOT_REQUESTED, job_id=job_id)
+            raise self._refused(job_id, worker, lease_token, outcome, why)
         return outcome
-
-    def _fail_cancelled(self, job_id: int, worker: str, lease_token: str, error: str) -> JobRecord | None:
-        """A failure report for a job whose cancellation was requested ends it cancelled (never retried),
-        the error kept in its history; None when that is not the case and the failure counts as usual."""
-        outcome = self.engine.cancel_held(job_id, worker, lease_token, now=self.clock(), error=error)
-        return None if isinstance(outcome, Unchanged) else outcome
 
     def progress(
         self,
@@ -73,9 +76,9 @@ class RunningJobs:
     ) -> JobRecord:
         """A heartbeat of a held job that also records its attempt's progress (0..100, a short message)."""
         if percent is not None and not 0 <= percent <= 100:
-            raise ValueError("percent must be from 0 to 100")
+            raise JobValidationError(Code.OUT_OF_RANGE, field="progress", low=0, high=100)
         if message is not None and len(message) > MAX_PROGRESS_MESSAGE:
-            raise ValueError(f"message must be at most {MAX_PROGRESS_MESSAGE} characters")
+            raise JobValidationError(Code.TOO_LONG, field="progress_message", limit=MAX_PROGRESS_MESSAGE)
         outcome = self.engine.report_progress(
             job_id,
             worker,
@@ -92,8 +95,10 @@ class RunningJobs:
     def snooze(self, job_id: int, worker: str, lease_token: str, delay_seconds: float) -> JobRecord:
         """Hand a held job back to run after ``delay_seconds`` without counting a failure; at most
         ``max_snoozes`` times per job. A job whose cancellation was requested ends cancelled instead."""
-        if not 0 < delay_seconds <= MAX_SNOOZE_SECONDS:
-            raise ValueError(f"delay_seconds must be more than 0 and at most {MAX_SNOOZE_SECONDS}")
+        if not MIN_SNOOZE_SECONDS <= delay_seconds <= MAX_SNOOZE_SECONDS:
+            raise JobValidationError(
+                Code.OUT_OF_RANGE, field="delay_seconds", low=MIN_SNOOZE_SECONDS, high=MAX_SNOOZE_SECONDS
+            )
         outcome = self.engine.snooze(
             job_id,
             worker,
@@ -103,6 +108,6 @@ class RunningJobs:
             max_snoozes=self.max_snoozes,
         )
         if isinstance(outcome, Unchanged):
-            why = f"snoozed {self.max_snoozes} times already, the limit: complete or fail it"
+            why = InvalidState(Code.SNOOZE_LIMIT, job_id=job_id, limit=self.max_snoozes)
             raise self._refused(job_id, worker, lease_token, outcome, why)
         return outcome

@@ -20,6 +20,10 @@ _VOLATILE = [
 ]
 
 
+TREND_HOURS = 24
+_PLACEHOLDERS = re.compile(r"<n>|<hex>|<uuid>|\(held by …\)")
+
+
 @lru_cache(maxsize=4096)
 def error_signature(error: str) -> str:
     """What makes two errors "the same": the last line of a traceback (the exception and its message),
@@ -41,6 +45,15 @@ class ErrorGroup:
     sample_job_id: int
     failures: int = 0
     jobs: dict[int, str] = field(default_factory=dict)  # job id -> its status now
+    first_at: datetime | None = None  # the oldest failure of the group among those read
+    hours: list[int] = field(default_factory=lambda: [0] * TREND_HOURS)  # failures per hour, oldest first
+
+    @property
+    def search_text(self) -> str:
+        """The longest literal piece of the signature: a search of the jobs' errors for it (with the type)
+        finds the group's jobs whose latest error it is."""
+        pieces = _PLACEHOLDERS.split(self.signature)
+        return max((p.strip() for p in pieces), key=len, default="")[:200]
 
     @property
     def failed_jobs(self) -> list[int]:
@@ -91,9 +104,11 @@ class QueueStats:
             "throughput": series,
         }
 
-    def error_groups(self, *, recent: int = 5000) -> list[ErrorGroup]:
+    def error_groups(self, *, recent: int = 5000, now: datetime | None = None) -> list[ErrorGroup]:
         """Failed attempts among the ``recent`` newest failure events, grouped by job type and signature,
-        newest group first."""
+        newest group first, each with its first and last failure and its failures per hour over the 24
+        hours before ``now``."""
+        now = now or self.queue.clock()
         groups: dict[str, ErrorGroup] = {}
         for row in self.engine.failures(limit=recent):
             signature = error_signature(row.error)
@@ -102,7 +117,11 @@ class QueueStats:
             if group is None:  # rows come newest first: the first one seen is the group's latest
                 group = groups[key] = ErrorGroup(key, row.type, signature, row.at, row.error, row.job_id)
             group.failures += 1
+            group.first_at = row.at  # rows come newest first: the last one seen is the first
             group.jobs[row.job_id] = row.status
+            hours_ago = int((now - row.at).total_seconds() // 3600)
+            if 0 <= hours_ago < TREND_HOURS:
+                group.hours[TREND_HOURS - 1 - hours_ago] += 1
         return sorted(groups.values(), key=lambda g: g.latest_at, reverse=True)
 
     def error_group(self, group_id: str) -> ErrorGroup | None:

@@ -6,8 +6,9 @@ import json
 import math
 import time
 from collections.abc import Sequence
+from enum import StrEnum
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
@@ -18,7 +19,8 @@ from referencing.jsonschema import DRAFT202012
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import JobType
-from queuelog.queue.errors import JobValidationError
+from queuelog.queue.errors import Code, JobValidationError
+from queuelog.refusals import Refused
 
 if TYPE_CHECKING:
     from queuelog.db import Database
@@ -68,56 +70,82 @@ def _canonical(value: Any) -> Any:
     return (type(value) is bool, value)  # numbers compare by value whatever their Python type
 
 
-class SchemaProblem(NamedTuple):
-    """Why a payload schema was refused: ``code`` for the faces to word in their language, ``detail`` in
-    English (the command line's words, and the JSON Schema library's own message where there is one)."""
+class SchemaFault(StrEnum):
+    """Why a payload schema cannot be saved (the pattern of ``queuelog.refusals``; parameters beside)."""
 
-    code: str  # not-object | bad-text | not-finite | too-deep | remote-ref | unresolvable-ref | invalid
-    detail: str
+    NOT_OBJECT = "schema_not_object"
+    BAD_TEXT = "schema_bad_text"  # a name or a string that cannot be stored
+    NOT_FINITE = "schema_not_finite"
+    TOO_DEEP = "schema_too_deep"  # limit: levels
+    REMOTE_REF = "schema_remote_ref"  # ref: a reference outside the schema
+    UNRESOLVABLE_REF = "schema_unresolvable_ref"  # ref
+    INVALID = "schema_invalid"  # reason: the JSON Schema library's own (English) words
 
 
-def check_schema(schema: Any) -> SchemaProblem | None:
+class SchemaRefused(Refused):
+    """A payload schema refused when saved (``field`` is ``payload_schema``). Its message is the English
+    the command line prints; the admin pages word the code (``queuelog.web.refusals``)."""
+
+    code: SchemaFault
+
+    def __init__(self, code: SchemaFault, message: str, **params: Any) -> None:
+        super().__init__(code, message, field="payload_schema", **params)
+
+
+def schema_too_deep() -> SchemaRefused:
+    return SchemaRefused(
+        SchemaFault.TOO_DEEP, f"is nested more than {MAX_SCHEMA_DEPTH} levels deep", limit=MAX_SCHEMA_DEPTH
+    )
+
+
+def check_schema(schema: Any) -> SchemaRefused | None:
     """Return why ``schema`` is not a usable payload schema, or None when it is.
 
     Beyond the JSON Schema meta-schema: at most ``MAX_SCHEMA_DEPTH`` levels, storable text, and references
     only within the schema itself (``#...``) that resolve, since nothing is ever retrieved."""
     if not isinstance(schema, dict):
-        return SchemaProblem("not-object", "must be a JSON object")
+        return SchemaRefused(SchemaFault.NOT_OBJECT, "must be a JSON object")
     refs = []
     stack: list[tuple[Any, int]] = [(schema, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict | list) and depth > MAX_SCHEMA_DEPTH:
-            return SchemaProblem("too-deep", f"is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+            return schema_too_deep()
         if isinstance(node, dict):
             for key, value in node.items():
                 if text_problem(key):
-                    return SchemaProblem("bad-text", f"a name {text_problem(key)}")
+                    return SchemaRefused(SchemaFault.BAD_TEXT, f"a name {text_problem(key)}")
                 if key in _REF_KEYWORDS and isinstance(value, str):
                     refs.append(value)
                 stack.append((value, depth + 1))
         elif isinstance(node, list):
             stack.extend((item, depth + 1) for item in node)
         elif isinstance(node, str) and text_problem(node):
-            return SchemaProblem("bad-text", f"a string {text_problem(node)}")
+            return SchemaRefused(SchemaFault.BAD_TEXT, f"a string {text_problem(node)}")
         elif isinstance(node, float) and not math.isfinite(node):  # PostgreSQL's json has no NaN
-            return SchemaProblem("not-finite", "numbers must be finite (no NaN, Infinity or 1e400)")
+            return SchemaRefused(SchemaFault.NOT_FINITE, "numbers must be finite (no NaN, Infinity or 1e400)")
     for ref in refs:
         if not ref.startswith("#"):
-            return SchemaProblem(
-                "remote-ref", f"refers to {ref[:200]!r}: only references within the schema (#...) are allowed"
+            return SchemaRefused(
+                SchemaFault.REMOTE_REF,
+                f"refers to {ref[:200]!r}: only references within the schema (#...) are allowed",
+                ref=ref[:200],
             )
     try:
         validators.validator_for(schema).check_schema(schema)
     except schema_errors.SchemaError as exc:
-        return SchemaProblem("invalid", f"not a valid JSON Schema: {exc.message}")
+        return SchemaRefused(
+            SchemaFault.INVALID, f"not a valid JSON Schema: {exc.message}", reason=exc.message
+        )
     resolver = _NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))
     for ref in refs:
         try:
             resolver.lookup(ref)
         except Unresolvable:
-            return SchemaProblem(
-                "unresolvable-ref", f"the reference {ref[:200]!r} points at nothing in the schema"
+            return SchemaRefused(
+                SchemaFault.UNRESOLVABLE_REF,
+                f"the reference {ref[:200]!r} points at nothing in the schema",
+                ref=ref[:200],
             )
     return None
 
@@ -150,20 +178,14 @@ class JobTypeRules:
     def check(self, specs: Sequence[JobSpec]) -> None:
         """Raise ``JobValidationError`` unless every spec names an enabled type and fits its schema."""
         rules = self._load()
-        allowed = sorted(name for name, (enabled, _) in rules.items() if enabled)
         many = len(specs) > 1
         for index, spec in enumerate(specs):
             prefix = f"jobs[{index}]." if many else ""
             enabled, schema = rules.get(spec.type, (False, None))
-            if not enabled:
+            if not enabled:  # the allowed names are listed only when needed: this runs on every enqueue
+                allowed = sorted(name for name, (on, _) in rules.items() if on)
                 raise JobValidationError(
-                    [
-                        {
-                            "field": f"{prefix}type",
-                            "message": f"unknown or disabled job type {spec.type!r}; allowed: {', '.join(allowed)}",
-                            "allowed": allowed,
-                        }
-                    ]
+                    Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
                 )
             if schema is not None:
                 try:
@@ -173,17 +195,14 @@ class JobTypeRules:
                     # Saved before these were checked, endless, or numbers the library cannot compare
                     # (a 400-digit integer against "multipleOf": 0.01 overflows a float).
                     raise JobValidationError(
-                        [
-                            {
-                                "field": f"{prefix}type",
-                                "message": f"the payload schema of {spec.type!r} cannot be applied; an admin must fix it",
-                            }
-                        ]
+                        Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type
                     ) from None
                 if error is not None:
                     path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-                    message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-                    raise JobValidationError([{"field": f"{prefix}payload{path}", "message": message}])
+                    reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
+                    raise JobValidationError(
+                        Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason
+                    )
 
     # -- management (admins, CLI) -------------------------------------------------------------------
 

@@ -9,11 +9,25 @@ from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from queuelog.inputs import first_text_problem, text_problem
+from queuelog.principal import Principal
 from queuelog.queue import Queue
+
+
+def principal() -> Principal:
+    """The logged-in person as a ``Principal``: what they may see and do (queuelog/principal.py)."""
+    return Principal.of_user(current_user)
 
 
 def queue() -> Queue:
     return current_app.extensions["queuelog"]["queue"]
+
+
+def console():
+    """The console's search and bulk actions, with the configured window and step (README, Configuration)."""
+    from queuelog.queue.console import Console
+
+    config = current_app.config["QUEUELOG"]
+    return Console(queue(), scan=max(1, config["SEARCH_SCAN"]), budget=config["BULK_STEP_SECONDS"])
 
 
 def db():
@@ -26,7 +40,7 @@ def admin_required(view):
     @wraps(view)
     @login_required
     def wrapped(*args, **kwargs):
-        if not current_user.is_admin:
+        if not principal().is_admin:
             abort(403)
         return view(*args, **kwargs)
 
@@ -34,11 +48,18 @@ def admin_required(view):
 
 
 def register(app) -> None:
-    from queuelog.web import admin, auth, jobs
+    from queuelog.web import admin, auth, bulk, jobs, monitor, schedules
 
-    for module in (auth, jobs, admin):
+    for module in (auth, jobs, admin, bulk, monitor, schedules):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
+    monitor.install(app)
+    app.context_processor(_principal_for_templates)
+
+
+def _principal_for_templates() -> dict[str, Principal | None]:
+    """``principal`` in every template: None for a visitor who is not logged in."""
+    return {"principal": principal() if current_user.is_authenticated else None}
 
 
 def refuse_unstorable_text():

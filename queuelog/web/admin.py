@@ -7,7 +7,6 @@ import re
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
-from flask_babel import ngettext
 from flask_login import current_user
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -15,10 +14,10 @@ from wtforms import SelectChoice
 
 from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
 from queuelog.models import ApiKey, AuditLog, User
-from queuelog.queue import InvalidState, JobNotFound
 from queuelog.queue.stats import QueueStats
-from queuelog.queue.types import MAX_SCHEMA_DEPTH, NAME_PATTERN, SchemaProblem, check_schema
-from queuelog.web import admin_required, db, queue
+from queuelog.queue.types import NAME_PATTERN, check_schema, schema_too_deep
+from queuelog.web import admin_required, console, db, queue
+from queuelog.web.bulk import done_message, record
 from queuelog.web.forms import (
     ConfirmForm,
     JobTypeForm,
@@ -54,21 +53,11 @@ def error_group_action(group_id: str, action: str):
     job_ids = group.failed_jobs if action == "retry" else group.pending_jobs
     form = ConfirmForm()
     if request.method == "POST" and form.validate_on_submit():
-        done = 0
-        for job_id in job_ids:
-            try:
-                if action == "retry":
-                    queue().retry(job_id, current_user.username)
-                else:
-                    queue().cancel(job_id, current_user.username)
-                done += 1
-            except (InvalidState, JobNotFound):
-                continue  # changed since the confirmation: leave it
-        message = (
-            ngettext("%(num)d job retried.", "%(num)d jobs retried.", done)
-            if action == "retry"
-            else ngettext("%(num)d job cancelled.", "%(num)d jobs cancelled.", done)
-        )
+        # The same bulk action as the jobs list's (queuelog/queue/console.py): batches, each guarded by
+        # status in its statement, so a job that changed since the confirmation is left alone.
+        done = console().apply(action, job_ids, current_user.username)
+        record(action, f"error group {group_id}", f"{group.type}: {group.signature}", done)
+        message = done_message(action, done)
         flash(message, "success")
         return redirect(url_for("web_admin.errors"))
     return render_template("admin/confirm_group.html", group=group, action=action, job_ids=job_ids, form=form)
@@ -199,27 +188,11 @@ def _schema_from(form: JobTypeForm):
         form.payload_schema.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
         return None, False
     except RecursionError:  # deeper than the JSON parser goes: far past the depth limit
-        problem = SchemaProblem("too-deep", "")
+        problem = schema_too_deep()
     if problem:
-        form.payload_schema.errors.append(_schema_message(problem))
+        form.payload_schema.errors.append(refusal_text(problem))
         return None, False
     return schema, True
-
-
-def _schema_message(problem: SchemaProblem) -> str:
-    """A refused payload schema, said in the page's language."""
-    messages = {
-        "not-object": _("The schema must be a JSON object."),
-        "bad-text": _("The schema contains characters that cannot be stored (such as the NUL character)."),
-        "not-finite": _("Numbers in the schema must be finite (no NaN or Infinity)."),
-        "too-deep": _("The schema is nested more than %(depth)d levels deep.", depth=MAX_SCHEMA_DEPTH),
-        "remote-ref": _(
-            "The schema refers to another document; only references within the schema (starting with #) are allowed, and nothing is fetched."
-        ),
-        "unresolvable-ref": _("A reference in the schema points at nothing in it."),
-    }
-    reason = problem.detail.split(": ", 1)[-1]  # the JSON Schema library's own (English) words
-    return messages.get(problem.code) or _("Not a valid JSON Schema: %(reason)s", reason=reason)
 
 
 @bp.route("/types", methods=["GET", "POST"])

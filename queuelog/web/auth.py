@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import cache
 from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
@@ -21,8 +22,6 @@ from queuelog.web.forms import LoginForm, PasswordChangeForm
 from queuelog.web.refusals import refusal_text
 
 bp = Blueprint("web_auth", __name__)
-# Checked when the username is unknown, so that both failures take as long (no user enumeration by timing).
-_DUMMY_HASH = generate_password_hash("not a password")
 LOGIN_AT = "login_at"  # in the session: when the person logged in (seconds since the epoch)
 
 
@@ -46,6 +45,13 @@ def load_user(session_id: str) -> User | None:
     if user is None or not user.active or user.session_version != int(version):
         return None
     return user
+
+
+@cache
+def _dummy_hash() -> str:
+    """Checked when the username is unknown, so that both failures take as long (no user enumeration by
+    timing). Made at the first login rather than at import: a scrypt hash costs start-up a tenth of a second."""
+    return generate_password_hash("not a password")
 
 
 def start_session(user: User, *, logged_in_at: int | None = None) -> None:
@@ -93,7 +99,7 @@ def login():
             return render_template("auth/login.html", form=form, error=too_many_attempts()), 429
         with db().session() as s:
             user = s.scalar(select(User).where(User.username == username))
-        ok = check_password_hash(user.password_hash if user else _DUMMY_HASH, form.password.data)
+        ok = check_password_hash(user.password_hash if user else _dummy_hash(), form.password.data)
         if user is not None and ok and user.active:
             limiter.succeeded(reservation)
             preferences = {k: session[k] for k in ("locale", "timezone") if k in session}

@@ -28,6 +28,7 @@ from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
 REQUIRED = _l("This field is required.")
+MAX_KEY_LENGTH = 255  # an idempotency key's, as the API declares it
 
 
 def _length(low: int = -1, high: int = -1) -> Length:
@@ -61,9 +62,12 @@ class LoginForm(FlaskForm):
 
 
 class SubmitJobForm(FlaskForm):
-    type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)])
+    """A job to enqueue. The type and the priority are judged by the queue and the principal, not by the
+    menus (which list what was allowed when the page was drawn), so that their refusals are the domain's."""
+
+    type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)], validate_choice=False)
     payload = TextAreaField(_l("Payload (JSON object)"), default="{}")
-    priority = SelectField(_l("Priority"), default="low")
+    priority = SelectField(_l("Priority"), default="low", validate_choice=False)
     max_retries = IntegerField(
         _l("Max retries"),
         default=3,
@@ -73,7 +77,7 @@ class SubmitJobForm(FlaskForm):
         ],
     )
     idempotency_key = StringField(
-        _l("Idempotency key (optional)"), validators=[Optional(), _length(high=255)]
+        _l("Idempotency key (optional)"), validators=[Optional(), _length(high=MAX_KEY_LENGTH)]
     )
     run_at = DateTimeLocalField(
         _l("Start at (optional)"),
@@ -129,3 +133,36 @@ class JobTypeForm(FlaskForm):
     description = TextAreaField(_l("Description"), validators=[_length(high=2000)])
     payload_schema = TextAreaField(_l("Payload JSON Schema (optional)"))
     enabled = BooleanField(_l("Enabled"), default=True)
+
+
+class ScheduleForm(FlaskForm):
+    """A schedule (docs/schedules.md); its rules are checked by the queue layer, beside each field."""
+
+    name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=55)])
+    type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)])
+    cron = StringField(_l("Cron expression"), validators=[Optional(), _length(high=255)])
+    interval_seconds = IntegerField(
+        _l("Or every (seconds)"),
+        validators=[Optional()],
+        render_kw={"inputmode": "numeric"},
+    )
+    timezone = SelectField(_l("Time zone"), default="UTC")
+    payload = TextAreaField(_l("Payload (JSON object)"), default="{}")
+    priority = SelectField(_l("Priority"), default="low")
+    max_retries = IntegerField(
+        _l("Max retries"),
+        default=3,
+        validators=[
+            InputRequired(message=REQUIRED),
+            NumberRange(0, 25, message=_l("Enter a whole number from 0 to 25.")),
+        ],
+    )
+    missed = SelectField(
+        _l("After downtime"),
+        default="fire_once",
+        choices=[
+            SelectChoice("fire_once", _l("Run once for the missed times")),
+            SelectChoice("skip", _l("Skip the missed times")),
+        ],
+    )
+    paused = BooleanField(_l("Paused"))

@@ -3,38 +3,38 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import get_timezone
 from flask_babel import gettext as _
 from flask_login import current_user, login_required
 from wtforms import SelectChoice
 
-from queuelog.api.problems import ApiError
-from queuelog.api.validation import parse_job
-from queuelog.auth import PRODUCER_MAX_PRIORITY
+from queuelog.engines import JobRecord
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
-from queuelog.queue import IdempotencyKeyReused, InvalidState, JobNotFound, JobValidationError
+from queuelog.queue import Code, JobSpec, QueueError
+from queuelog.queue.inputs import check_document, check_label, check_start_time
+from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
-from queuelog.web import queue
-from queuelog.web.forms import ConfirmForm, SubmitJobForm
+from queuelog.web import console, principal, queue
+from queuelog.web.forms import MAX_KEY_LENGTH, ConfirmForm, SubmitJobForm
+from queuelog.web.refusals import form_field, refusal_text
+from queuelog.web.search import parse_search
 
 bp = Blueprint("web_jobs", __name__)
 JOB_PAGE_REFRESH_SECONDS = 5  # how often the page of a pending or running job reloads itself
 PAGE_SIZE = 50
 
 
-def _owner_scope() -> str | None:
-    """Admins see every job; producers only their own."""
-    return None if current_user.is_admin else current_user.username
-
-
-def _visible_job(job_id: int) -> dict:
+def _visible_job(job_id: int) -> JobRecord:
+    """The job if the person may see it (the principal says), else 404: others' jobs stay hidden."""
     job = queue().get(job_id)
-    if job is None or (not current_user.is_admin and job["owner"] != current_user.username):
+    if job is None or not principal().may_see(job):
         abort(404)
     return job
 
@@ -42,8 +42,11 @@ def _visible_job(job_id: int) -> dict:
 @bp.get("/")
 @login_required
 def dashboard():
-    overview = QueueStats(queue()).overview(owner=_owner_scope())
-    return render_template("jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]))
+    overview = QueueStats(queue()).overview(owner=principal().owner_scope)
+    busiest = ConsoleStats(queue()).busiest() if principal().is_admin else []
+    return render_template(
+        "jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]), busiest=busiest
+    )
 
 
 def _chart(series: list[dict]) -> dict:
@@ -85,7 +88,7 @@ def _chart(series: list[dict]) -> dict:
 
 
 def _priority_choices() -> list[SelectChoice]:
-    ceiling = 30 if current_user.is_admin else PRODUCER_MAX_PRIORITY
+    ceiling = principal().priority_ceiling
     return [SelectChoice(name, _(name)) for name, value in PRIORITIES.items() if value <= ceiling]
 
 
@@ -105,8 +108,8 @@ def submit():
     return render_template("jobs/submit.html", form=form, types=enabled), status
 
 
-def _enqueue_from_form(form: SubmitJobForm) -> dict | None:
-    """Enqueue through the same validation as the API; put each problem beside its field."""
+def _enqueue_from_form(form: SubmitJobForm) -> JobRecord | None:
+    """Enqueue under the queue's own rules; put each refusal, in the page's language, beside its field."""
     try:
         payload = json.loads(form.payload.data or "{}")
     except ValueError as exc:
@@ -115,82 +118,78 @@ def _enqueue_from_form(form: SubmitJobForm) -> dict | None:
     except RecursionError:
         form.payload.errors.append(_("The JSON is nested too deeply."))
         return None
-    body = {
-        "type": form.type.data,
-        "payload": payload,
-        "priority": form.priority.data,
-        "max_retries": form.max_retries.data,
-    }
-    if form.idempotency_key.data:
-        body["idempotency_key"] = form.idempotency_key.data
+    run_at = None
     if form.run_at.data:
         zone = ZoneInfo(str(get_timezone()))
         try:
-            body["run_at"] = form.run_at.data.replace(tzinfo=zone).astimezone(UTC).isoformat()
+            run_at = form.run_at.data.replace(tzinfo=zone).astimezone(UTC)
         except (OverflowError, ValueError):  # e.g. 9999-12-31 west of UTC is past the last datetime
             form.run_at.errors.append(_("Enter a valid start time."))
             return None
+    priority = PRIORITIES.get(form.priority.data)
+    if priority is None:
+        form.priority.errors.append(_("Choose one of the priorities offered."))
+        return None
     try:
-        spec = parse_job(body)
+        spec = _job_spec(form, payload, priority, run_at)
         job, _created = queue().enqueue(current_user.username, spec)
         return job
-    except ApiError as exc:
-        errors = exc.errors or [{"field": "payload", "message": exc.detail}]
-    except JobValidationError as exc:
-        errors = exc.errors
-    except IdempotencyKeyReused as exc:
-        errors = [{"field": "idempotency_key", "message": exc.detail}]
-    for error in errors:
-        name = error["field"].split(".")[0].split("[")[0]
-        field = getattr(form, name, form.payload)
-        field.errors.append(_form_message(error))
-    return None
+    except QueueError as exc:
+        name = form_field(exc)
+        field = form[name] if name in form else form.payload
+        field.errors.append(refusal_text(exc))
+        return None
 
 
-def _form_message(error: dict) -> str:
-    """The API's (English) validation messages, said in the page's language."""
-    field, message = error["field"], error["message"]
-    if field == "payload" and "JSON object" in message:
-        return _("The payload must be a JSON object.")
-    if field == "payload" and ("bytes" in message or "deep" in message):
-        return _("The payload is too large or nested too deeply.")
-    if field.startswith("payload"):
-        return _("%(path)s does not match the job type's schema: %(message)s", path=field, message=message)
-    if field == "type":
-        return _("This job type is unknown or disabled.")
-    if field == "idempotency_key" and "already used" in message:
-        return _("This idempotency key was already used with other parameters.")
-    if field == "run_at":
-        return _("Enter a valid start time.")
-    return message
+def _job_spec(form: SubmitJobForm, payload: Any, priority: int, run_at: datetime | None) -> JobSpec:
+    """The job the form asks for, judged by the rules the API's shapes declare (queuelog/queue/inputs.py)."""
+    config = current_app.config["QUEUELOG"]
+    limits = {"max_bytes": config["MAX_PAYLOAD_BYTES"], "max_depth": config["MAX_PAYLOAD_DEPTH"]}
+    payload_json = check_document(payload, "payload", **limits)
+    principal().check_priority(priority)
+    key = form.idempotency_key.data or None
+    if key is not None:
+        check_label(key, "idempotency_key", MAX_KEY_LENGTH)
+    if run_at is not None:
+        check_start_time(run_at, "run_at")
+    return JobSpec(
+        type=form.type.data,
+        payload=payload,
+        payload_json=payload_json,
+        priority=priority,
+        max_retries=form.max_retries.data,
+        idempotency_key=key,
+        run_at=run_at,
+    )
 
 
 @bp.get("/queue")
 @login_required
 def job_list():
-    args = request.args
-    filters = {}
-    if args.get("status") in STATUSES:
-        filters["status"] = args["status"]
-    if args.get("priority") in PRIORITIES:
-        filters["priority"] = PRIORITIES[args["priority"]]
-    if args.get("type"):
-        filters["type"] = args["type"][:64]
-    before = ascii_int(args.get("before"))
-    jobs = queue().list_jobs(owner=_owner_scope(), before_id=before, limit=PAGE_SIZE + 1, **filters)
-    older = jobs[PAGE_SIZE - 1]["id"] if len(jobs) > PAGE_SIZE else None
-    query = {k: v for k, v in args.items() if k in ("status", "priority", "type") and v}
+    """The jobs list and its search (queuelog/web/search.py); admins choose rows for bulk actions here."""
+    who = principal()
+    parsed = parse_search(request.args, admin=who.sees_errors, username=who.name)
+    before = ascii_int(request.args.get("before"))
+    page, search = None, console()
+    if not parsed.errors:
+        page = search.search(parsed.search, before_id=before, limit=PAGE_SIZE)
     return render_template(
         "jobs/list.html",
-        jobs=jobs[:PAGE_SIZE],
-        older=older,
-        query=query,
+        jobs=page.jobs if page else [],
+        page=page,
+        scan=search.scan,
+        errors=parsed.errors,
+        query=parsed.query,
+        back=urlencode(parsed.query),
         statuses=STATUSES,
         priorities=list(PRIORITIES),
+        # Translated once per page rather than once per row: a page has 50 rows.
+        status_names={status: _(status) for status in STATUSES},
+        priority_labels={name: _(name) for name in PRIORITIES},
         types=[t.name for t in queue().types.all()],
         first_page=before is None,
         priority_names=PRIORITY_NAMES,
-    )
+    ), (422 if parsed.errors else 200)
 
 
 @bp.get("/queue/<jobid:job_id>")
@@ -213,8 +212,9 @@ def job_page(job_id: int):
 def cancel(job_id: int):
     _visible_job(job_id)
     if ConfirmForm().validate_on_submit():
+        who = principal()
         try:
-            job = queue().cancel(job_id, current_user.username, owner=_owner_scope())
+            job = queue().cancel(job_id, who.name, owner=who.cancel_scope)
             if job.status == "running":  # docs/running-jobs.md
                 flash(
                     _(
@@ -225,23 +225,25 @@ def cancel(job_id: int):
                 )
             else:
                 flash(_("Job %(id)s cancelled.", id=job_id), "success")
-        except InvalidState:
-            flash(_("Only pending or running jobs can be cancelled."), "error")
-        except JobNotFound:
-            abort(404)
+        except QueueError as exc:
+            if exc.code is Code.JOB_NOT_FOUND:
+                abort(404)
+            flash(refusal_text(exc), "error")
     return redirect(url_for("web_jobs.job_page", job_id=job_id))
 
 
 @bp.post("/queue/<jobid:job_id>/retry")
 @login_required
 def retry(job_id: int):
-    if not current_user.is_admin:
+    if not principal().may_retry_jobs:
         abort(403)
     _visible_job(job_id)
     if ConfirmForm().validate_on_submit():
         try:
             queue().retry(job_id, current_user.username)
             flash(_("Job %(id)s is pending again.", id=job_id), "success")
-        except InvalidState:
-            flash(_("Only failed or cancelled jobs can be retried."), "error")
+        except QueueError as exc:
+            if exc.code is Code.JOB_NOT_FOUND:
+                abort(404)
+            flash(refusal_text(exc), "error")
     return redirect(url_for("web_jobs.job_page", job_id=job_id))

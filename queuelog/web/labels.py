@@ -24,11 +24,11 @@ LABELS = [
     N_("admin"),
     N_("producer"),
     N_("worker"),
-    # events in a job's history
+    # events in a job's history, shown with "_" as a space (retry_scheduled: "retry scheduled")
     N_("enqueued"),
     N_("claimed"),
-    N_("retry_scheduled"),
-    N_("lease_expired"),
+    N_("retry scheduled"),
+    N_("lease expired"),
     N_("retried"),
 ]
 

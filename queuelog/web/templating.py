@@ -70,7 +70,10 @@ def error_headline(text: str | None) -> str | None:
 
 
 def _pretty_json(value) -> str:
-    """JSON for people: indented, non-ASCII kept (autoescaping still applies where it is shown)."""
+    """JSON for people: indented, non-ASCII kept (autoescaping still applies where it is shown). A job's
+    payload and result come as the JSON text the database keeps; anything else as a value."""
+    if isinstance(value, str):
+        value = json.loads(value)
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 

@@ -79,6 +79,23 @@ class Held:
             log.warning("progress report for job %s failed: %s", self.job["id"], exc)
 
 
+@dataclass(frozen=True)
+class Line:
+    """A handler's job's line back to the server (``queuelog.job.Running``): its held entry's flag, and
+    progress reports sent through the worker's client."""
+
+    held: Held | None
+    client: QueueClient
+    lease_seconds: int
+
+    def stop_requested(self) -> bool:
+        return self.held is not None and self.held.cancel_requested.is_set()
+
+    def report(self, percent: int | None, message: str | None) -> None:
+        if self.held is not None:
+            self.held.report_progress(self.client, self.lease_seconds, percent, message)
+
+
 def heartbeat_loop(client: QueueClient, lease_seconds: int, held: Callable[[], list[Held]]) -> None:
     """Extend the lease of every job ``held()`` returns, every ``lease_seconds / 3``; never returns."""
     interval = lease_seconds / 3

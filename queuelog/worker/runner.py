@@ -24,10 +24,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from queuelog.job import CancelRequested, Job, Snooze  # what a handler receives, and may raise
 from queuelog.redact import redact_error
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
-from queuelog.worker.job import Job, JobCancelled, Snooze
-from queuelog.worker.leases import Held, heartbeat_loop
+from queuelog.worker.leases import Held, Line, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
 
 log = logging.getLogger("queuelog.worker")
@@ -193,20 +193,14 @@ class Worker:
     def _run_job(self, raw: dict[str, Any]) -> None:
         with self._lock:
             held = self.held.get(raw["id"])
-
-        def send_progress(percent: int | None, message: str | None) -> None:
-            if held is not None:
-                held.report_progress(self.client, self.lease_seconds, percent, message)
-
-        attempt = raw["retry_count"] + 1
-        job = Job(
-            raw["id"], raw["type"], raw["payload"], attempt, raw["max_retries"], raw, held, send_progress
-        )
-        where = f"job {job.id} ({job.type}) attempt {job.attempt} of {job.max_retries + 1}"
+        job = Job.from_json(raw, Line(held, self.client, self.lease_seconds))
+        where = f"job {job.id} ({job.type}) attempt {job.attempt}"
+        if job.max_retries is not None:
+            where += f" of {job.max_retries + 1}"
         started = time.perf_counter()
         try:
             result = self._call(job)
-        except JobCancelled:  # docs/running-jobs.md
+        except CancelRequested:  # docs/running-jobs.md
             log.info("%s stopped: its cancellation was requested", where)
             report = Report(raw, _ms(started), cancelled=True, error=_traceback())
         except Snooze as snooze:

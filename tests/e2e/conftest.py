@@ -91,7 +91,14 @@ class Console:
 
         page.on("console", on_console)
         page.on("response", on_response)
-        page.on("requestfailed", lambda request: self.problems.append(f"{page.url}: {request.url} failed"))
+
+        def on_failed(request) -> None:
+            # A request the browser dropped because the page moved on (a click that came before a deferred
+            # script or a background fetch finished, frequent on a loaded machine) is no fault of the page.
+            if request.failure != "net::ERR_ABORTED":
+                self.problems.append(f"{page.url}: {request.url} failed ({request.failure})")
+
+        page.on("requestfailed", on_failed)
         page.on("pageerror", lambda exc: self.problems.append(f"{page.url}: {exc}"))
 
 

@@ -98,6 +98,8 @@ def test_pages_are_fully_translated(
         "/admin/keys",
         "/admin/types",
         "/admin/audit",
+        "/admin/workers",
+        "/admin/figures",
         "/settings",
     ):
         page.goto(server.url + path)

@@ -147,6 +147,22 @@ def busy_queue(backend, app, keys, producer, worker, queue):
         assert held["id"] == job["id"]
         worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": LONG_ERROR})
     assert producer.get(f"/jobs/{job['id']}").json["status"] == "failed"
+    from queuelog.queue.schedules import ScheduleValues
+
+    schedules = app.extensions["queuelog"]["schedules"]
+    for name, cron, zone in (("nightly-statements-for-every-customer", "30 2 * * 1-5", "America/Argentina/ComodRivadavia"),
+                             ("poll", None, "UTC")):  # fmt: skip
+        schedules.add(
+            ScheduleValues(
+                name,
+                "invoice.monthly-statement",
+                {"customer": 42},
+                cron=cron,
+                interval_seconds=None if cron else 300,
+                timezone=zone,
+            ),
+            "admin",
+        )
     return job["id"]
 
 
@@ -161,6 +177,12 @@ def pages(job_id: int) -> dict[str, str]:
         "types": "/admin/types",
         "submit": "/submit",
         "audit": "/admin/audit",
+        "search": "/queue?status=failed&path=customer&value=42",
+        "bulk": "/queue/bulk/retry?status=failed&type=invoice.monthly-statement",
+        "workers": "/admin/workers",
+        "figures": "/admin/figures",
+        "schedules": "/admin/schedules",
+        "schedule": "/admin/schedules/nightly-statements-for-every-customer",
     }
 
 
@@ -176,7 +198,18 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
             where = f"{name} at {width}px in {locale}"
             assert page.evaluate(LAYOUT_PROBLEMS) == [], where
             cells = page.evaluate(STACKED)
-            if name in ("jobs", "job", "users", "keys", "types", "audit"):
+            if name in (
+                "jobs",
+                "job",
+                "users",
+                "keys",
+                "types",
+                "audit",
+                "search",
+                "workers",
+                "figures",
+                "schedules",
+            ):
                 assert cells, f"{where}: no table cells"
             for cell in cells:
                 if width == PHONE[0]:  # one card per row, each value under its column's name
@@ -201,7 +234,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
                     apart = a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"]
                     assert apart or b["bottom"] <= a["top"], f"{where}: chart labels overlap: {a} {b}"
         links = page.evaluate(NAV_TOPS)
-        assert len(links) == 8
+        assert len(links) == 11
         assert all(link["lines"] == 1 for link in links), f"a navigation link breaks at {width}px in {locale}"
         if width == DESKTOP[0]:
             assert len({link["top"] for link in links}) == 1, (

@@ -6,6 +6,7 @@ Times are passed in (``NOW`` and ``later(s)``), so leases, backoffs and delays a
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,7 +46,7 @@ def test_engine_for_picks_the_databases_engine(db, engine):
 def test_insert_returns_the_stored_job_and_its_history(engine):
     [(job, created)] = engine.insert("alice", [new(payload={"to": "ada"}, priority=20)], NOW)
     assert created and isinstance(job, JobRecord)
-    assert (job.type, job.payload, job.priority, job.status, job.owner) == (
+    assert (job.type, json.loads(job.payload), job.priority, job.status, job.owner) == (
         "email",
         {"to": "ada"},
         20,
@@ -163,7 +164,7 @@ def test_reports_are_fenced_by_worker_and_lease_token(engine):
     beat = engine.heartbeat(job.id, "w1", held.lease_token, now=later(20), lease_seconds=60)
     assert beat.lease_expires_at == later(80) and beat.updated_at == later(20)
     done = engine.complete(job.id, "w1", held.lease_token, now=later(21), result_json='{"ok": true}')
-    assert (done.status, done.result, done.finished_at, done.lease_token) == (
+    assert (done.status, json.loads(done.result), done.finished_at, done.lease_token) == (
         "completed",
         {"ok": True},
         later(21),
@@ -270,7 +271,7 @@ def test_complete_many_judges_each_item_alone_in_order(engine):
         "Unchanged",
         "JobRecord",
     ]
-    assert (answers[0].id, answers[0].result, answers[0].status) == (c.id, {"n": 3}, "completed")
+    assert (answers[0].id, json.loads(answers[0].result), answers[0].status) == (c.id, {"n": 3}, "completed")
     assert answers[1] == Unchanged(None) and answers[2] == Unchanged(b)
     assert history(engine, a.id)[-1] == ("completed", "w", 1) and history(engine, b.id)[-1] == (
         "claimed",

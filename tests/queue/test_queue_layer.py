@@ -139,11 +139,12 @@ def test_run_at_in_the_past_cannot_jump_the_queue(q, clock):
 
 
 def test_enqueue_many_is_all_or_nothing(q):
-    from queuelog.queue import JobValidationError
+    from queuelog.queue import Code, JobValidationError
 
     with pytest.raises(JobValidationError) as info:
         q.enqueue_many("alice", [spec(), spec(type="nope"), spec()])
-    assert info.value.errors[0]["field"] == "jobs[1].type"
+    assert info.value.code is Code.UNKNOWN_TYPE and info.value.field == "jobs[1].type"
+    assert info.value.params == {"type": "nope", "allowed": ["email", "pdf", "sync"]}
     assert q.list_jobs() == []
 
 

@@ -269,3 +269,16 @@ def test_the_page_of_an_unfinished_job_reloads_itself_until_it_finishes(producer
     assert refresh in producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
     worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
     assert refresh not in producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
+
+
+def test_history_events_are_words_not_identifiers(producer, worker, producer_browser):
+    job = producer.post("/jobs", json={"type": "email"}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+    page = producer_browser.get(f"/queue/{job['id']}").get_data(as_text=True)
+    events = re.findall(r'class="event">([^<]*)</td>', page)
+    assert events == ["enqueued", "claimed", "retry scheduled"]  # oldest first
+    german = producer_browser.get(f"/queue/{job['id']}", headers={"Accept-Language": "de"}).get_data(
+        as_text=True
+    )
+    assert "Wiederholung geplant" in german and "retry_scheduled" not in german

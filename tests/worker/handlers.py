@@ -24,13 +24,13 @@ def email(job):
         steps = int(job.payload["steps"])
         for step in range(1, steps + 1):
             time.sleep(float(job.payload.get("step_sleep", 0.1)))
-            job.progress(100 * step // steps, f"step {step} of {steps}")
+            job.report_progress(100 * step // steps, f"step {step} of {steps}")
     if job.payload.get("watch_cancel"):  # no progress reports: the flag the heartbeats set
         deadline = time.monotonic() + float(job.payload["watch_cancel"])
-        while not job.cancel_requested and time.monotonic() < deadline:
+        while not job.should_stop() and time.monotonic() < deadline:
             time.sleep(0.05)
         job.check_cancelled()
-    if job.payload.get("snooze") and job.raw["snooze_count"] < int(job.payload.get("snoozes", 1)):
+    if job.payload.get("snooze") and job.snooze_count < int(job.payload.get("snoozes", 1)):
         job.snooze(float(job.payload["snooze"]))
     return {"n": job.payload.get("n"), "attempt": job.attempt}
 

@@ -5,6 +5,7 @@ Every test here is bounded in time and stops the processes it started.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -189,7 +190,7 @@ def test_server_killed_mid_burst_loses_no_answered_enqueue_and_workers_carry_on(
     queue = app.extensions["queuelog"]["queue"]
     for job_id, payload in answered.items():
         job = queue.get(job_id)
-        assert job is not None and job["payload"] == payload, job_id
+        assert job is not None and json.loads(job.payload) == payload, job_id
     db = app.extensions["queuelog"]["db"]
     with db.cursor() as cur:  # nothing half-written: every job has its "enqueued" event
         cur.execute(

@@ -1,15 +1,15 @@
 """a running job's cancellation request, progress and snooze count (docs/running-jobs.md)
 
-Revision ID: 0009
-Revises: 0004
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
-down_revision = "0004"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

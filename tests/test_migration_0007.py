@@ -1,4 +1,4 @@
-"""Migration 0009 (docs/running-jobs.md): the running jobs' columns are added to existing jobs, and taken
+"""Migration 0007 (docs/running-jobs.md): the running jobs' columns are added to existing jobs, and taken
 away again, without touching the triggers that count jobs (migration 0003), on either engine."""
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ def counted(db) -> dict[str, int]:
     return {status: int(n) for status, n in rows if n}
 
 
-def test_0009_adds_and_removes_the_columns_and_keeps_the_counts(empty_database):  # noqa: F811
+def test_0007_adds_and_removes_the_columns_and_keeps_the_counts(empty_database):  # noqa: F811
     db = empty_database
-    db.upgrade("0004")
+    db.upgrade("0006")
     with db.engine.begin() as conn:
         conn.execute(INSERT, {"status": "running", "now": NOW})
-    db.upgrade("0009")
+    db.upgrade("0007")
     assert NEW <= columns(db)
     with db.engine.begin() as conn:
         row = conn.execute(text("SELECT snooze_count, progress_percent, cancel_requested_at FROM jobs")).one()
@@ -47,7 +47,7 @@ def test_0009_adds_and_removes_the_columns_and_keeps_the_counts(empty_database):
         conn.execute(INSERT, {"status": "pending", "now": NOW})
         conn.execute(text("UPDATE jobs SET status = 'cancelled' WHERE status = 'running'"))
     assert counted(db) == {"pending": 1, "cancelled": 1}
-    command.downgrade(db.alembic_config(), "0004")
+    command.downgrade(db.alembic_config(), "0006")
     assert not NEW & columns(db)
     with db.engine.begin() as conn:  # the counting triggers are still there
         conn.execute(INSERT, {"status": "pending", "now": NOW})

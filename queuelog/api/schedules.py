@@ -1,0 +1,107 @@
+"""Schedules for admins (docs/schedules.md): list, create, read, change, delete, and "run now". Paths are
+under /schedules, apart from /jobs. Shapes are declared in schemas.py and answers.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, g, url_for
+
+from queuelog.api.answers import SCHEDULE, SCHEDULE_LIST
+from queuelog.api.base import bp, job_json, json_response, requires
+from queuelog.api.schemas import EMPTY_BODY, SCHEDULE_BODY, SCHEDULE_DEFAULTS, SCHEDULE_PATCH
+from queuelog.api.validation import read_body
+from queuelog.models import Schedule
+from queuelog.queue.schedules import Schedules, ScheduleValues
+
+_SETTINGS = (
+    "type",
+    "payload",
+    "priority",
+    "max_retries",
+    "cron",
+    "interval_seconds",
+    "timezone",
+    "missed",
+    "paused",
+)
+
+
+def schedules() -> Schedules:
+    return current_app.extensions["queuelog"]["schedules"]
+
+
+def schedule_json(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as answered, with its next five fire times."""
+    record = {key: getattr(schedule, key) for key in SCHEDULE.fields if key != "upcoming"}
+    record["upcoming"] = schedules().upcoming(schedule)
+    if schedule.paused:
+        record["next_fire_at"] = None
+    return SCHEDULE.render(record)
+
+
+def _values(name: str, given: dict[str, Any]) -> ScheduleValues:
+    payload = given["payload"]
+    return ScheduleValues(name=name, **{**given, "payload": getattr(payload, "value", payload)})
+
+
+@bp.get("/schedules")
+@requires("admin")
+def list_schedules():
+    """Manage schedules."""
+    return json_response(SCHEDULE_LIST.render({"schedules": [schedule_json(s) for s in schedules().all()]}))
+
+
+@bp.post("/schedules")
+@requires("admin")
+def create_schedule():
+    """Manage schedules."""
+    body = SCHEDULE_BODY.parse(read_body())
+    given = {key: body[key] if body[key] is not None else SCHEDULE_DEFAULTS.get(key) for key in _SETTINGS}
+    schedule = schedules().add(_values(body["name"], given), g.principal.name)
+    location = {"Location": url_for("api.get_schedule", name=schedule.name)}
+    return json_response(schedule_json(schedule), 201, location)
+
+
+@bp.get("/schedules/<name>")
+@requires("admin")
+def get_schedule(name: str):
+    """Manage schedules."""
+    return json_response(schedule_json(schedules().get(name)))
+
+
+@bp.patch("/schedules/<name>")
+@requires("admin")
+def change_schedule(name: str):
+    """Manage schedules."""
+    raw = read_body()
+    body = SCHEDULE_PATCH.parse(raw)
+    current = schedules().get(name)
+    given = {key: getattr(current, key) for key in _SETTINGS}
+    given.update({key: body[key] for key in _SETTINGS if key in raw})
+    if "cron" in raw and "interval_seconds" not in raw:
+        given["interval_seconds"] = None  # giving one kind of timing replaces the other
+    elif "interval_seconds" in raw and "cron" not in raw:
+        given["cron"] = None
+    for key in ("type", "payload", "priority", "max_retries", "timezone", "missed", "paused"):
+        if given[key] is None:  # null for a setting that always has a value: keep it
+            given[key] = getattr(current, key)
+    schedule = schedules().update(name, _values(name, given), g.principal.name)
+    return json_response(schedule_json(schedule))
+
+
+@bp.delete("/schedules/<name>")
+@requires("admin")
+def delete_schedule(name: str):
+    """Manage schedules."""
+    schedules().delete(name, g.principal.name)
+    return current_app.response_class(status=204)
+
+
+@bp.post("/schedules/<name>/run")
+@requires("admin")
+def run_schedule(name: str):
+    """Manage schedules."""
+    EMPTY_BODY.parse(read_body())
+    job = schedules().run_now(name, g.principal.name)
+    return json_response(job_json(job, g.principal), 201, {"Location": url_for("api.get_job", job_id=job.id)})

@@ -1,0 +1,151 @@
+"""``flask --app app schedules ...``: periodic jobs (docs/schedules.md), in the style of ``types`` and
+``keys``. Changes are audited with the actor ``cli``. Automation relies on the output: keep it stable."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
+from queuelog.queue import JobValidationError, QueueError
+from queuelog.queue.schedules import MISSED_POLICIES, Schedules, ScheduleValues
+
+schedules_cli = AppGroup("schedules", help="Periodic jobs: cron expressions or fixed intervals.")
+
+
+def _schedules() -> Schedules:
+    return current_app.extensions["queuelog"]["schedules"]
+
+
+def _time(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def timing_text(schedule: Schedule) -> str:
+    """``cron <expression> <zone>`` or ``every <n>s``."""
+    if schedule.cron is not None:
+        return f"cron {schedule.cron} {schedule.timezone}"
+    return f"every {schedule.interval_seconds}s"
+
+
+def _payload(text: str) -> dict[str, Any]:
+    """The payload given on the command line, within the payload limits of the API."""
+    from queuelog.api.fields import json_document
+    from queuelog.api.problems import ApiError
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.ClickException(f"payload: not JSON: {exc}") from None
+    except RecursionError:
+        raise click.ClickException("payload: nested too deeply") from None
+    config = current_app.config["QUEUELOG"]
+    try:
+        json_document(
+            value, "payload", max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
+        )
+    except ApiError as exc:
+        raise click.ClickException(exc.detail) from None
+    return value
+
+
+@schedules_cli.command("add")
+@click.argument("name")
+@click.option("--type", "job_type", required=True, help="The job type of the jobs it makes.")
+@click.option(
+    "--cron",
+    help="Five fields (minute hour day month weekday), or @hourly, @daily, @weekly, @monthly, @yearly.",
+)
+@click.option("--every", "interval", type=int, help="A fixed interval in seconds instead of --cron.")
+@click.option("--timezone", default="UTC", show_default=True, help="The IANA time zone of --cron.")
+@click.option("--payload", default="{}", show_default=True, help="The jobs' payload, a JSON object.")
+@click.option("--priority", type=click.Choice(list(PRIORITIES)), default="low", show_default=True)
+@click.option("--max-retries", type=click.IntRange(0, 25), default=3, show_default=True)
+@click.option("--missed", type=click.Choice(MISSED_POLICIES), default="fire_once", show_default=True,
+              help="After downtime: one job for the missed slots, or none.")  # fmt: skip
+@click.option("--paused", is_flag=True, help="Add it paused.")
+def schedules_add(
+    name, job_type, cron, interval, timezone, payload, priority, max_retries, missed, paused
+) -> None:
+    """Add a schedule; prints its next fire time (UTC)."""
+    values = ScheduleValues(
+        name,
+        job_type,
+        _payload(payload),
+        PRIORITIES[priority],
+        max_retries,
+        cron,
+        interval,
+        timezone,
+        missed,
+        paused,
+    )
+    try:
+        schedule = _schedules().add(values, "cli")
+    except JobValidationError as exc:
+        raise click.ClickException("; ".join(map(_wording, exc.errors))) from None
+    state = "paused" if schedule.paused else f"next {_time(schedule.next_fire_at)}"
+    click.echo(f"added schedule {name} ({state})")
+
+
+def _wording(error: dict[str, str]) -> str:
+    """A refused field in the command line's words (its options, not the API's field names)."""
+    if error.get("code") == "timing":
+        return "give --cron or --every, one of them"
+    field = "every" if error["field"] == "interval_seconds" else error["field"]
+    return f"{field}: {error['message']}"
+
+
+@schedules_cli.command("list")
+def schedules_list() -> None:
+    """List schedules: name, state, timing, type, priority, next and last fire time (UTC), tab-separated."""
+    for s in _schedules().all():
+        state = "paused" if s.paused else "active"
+        times = (_time(None if s.paused else s.next_fire_at), _time(s.last_fire_at))
+        click.echo(
+            "\t".join([s.name, state, timing_text(s), s.type, PRIORITY_NAMES.get(s.priority, "?"), *times])
+        )
+
+
+def _act(action: str, name: str) -> Any:
+    try:
+        return getattr(_schedules(), action)(name, "cli")
+    except QueueError as exc:
+        raise click.ClickException(exc.detail) from None
+
+
+@schedules_cli.command("pause")
+@click.argument("name")
+def schedules_pause(name: str) -> None:
+    """Stop firing the schedule (slots passed while paused never fire)."""
+    _act("pause", name)
+    click.echo(f"paused schedule {name}")
+
+
+@schedules_cli.command("resume")
+@click.argument("name")
+def schedules_resume(name: str) -> None:
+    """Fire the schedule again, from its next slot on."""
+    schedule = _act("resume", name)
+    click.echo(f"resumed schedule {name} (next {_time(schedule.next_fire_at)})")
+
+
+@schedules_cli.command("run")
+@click.argument("name")
+def schedules_run(name: str) -> None:
+    """Enqueue one job of the schedule now; its timing stays as it is."""
+    job = _act("run_now", name)
+    click.echo(f"enqueued job {job.id} of schedule {name}")
+
+
+@schedules_cli.command("remove")
+@click.argument("name")
+def schedules_remove(name: str) -> None:
+    """Delete the schedule; the jobs it made stay."""
+    _act("delete", name)
+    click.echo(f"removed schedule {name}")

@@ -1,0 +1,269 @@
+"""Periodic jobs: the policy of schedules (docs/schedules.md). The engines hold the SQL (engines/schedules.py).
+
+``Schedules`` checks what admins give (``check``), previews fire times, makes every change through the
+engine with its audit row, and fires the schedules that are due (``fire_due``), which the maintenance loop
+calls at a short tick. Firing is safe from any number of processes at once: the engine's firing is one
+guarded transaction that makes one job per slot, so correctness does not depend on the loop's election.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from queuelog.engines.base import ScheduleEngine
+from queuelog.engines.records import NewJob
+from queuelog.engines.schedules import Fired, Firing
+from queuelog.models import Schedule
+from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_problem, slot_after, upcoming, zone
+from queuelog.queue.errors import JobValidationError, QueueError
+from queuelog.queue.spec import JobSpec
+
+if TYPE_CHECKING:
+    from queuelog.engines.base import JobRecord
+    from queuelog.queue.core import Queue
+
+log = logging.getLogger("queuelog.schedules")
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,54}$"  # 55 characters: "schedule:" + name fits an owner
+MISSED_POLICIES = ("fire_once", "skip")
+OWNER_PREFIX = "schedule:"  # fired jobs' owner (docs/schedules.md, Fired jobs)
+GRACE = timedelta(seconds=60)  # a slot fired within this long after its time is on time, not missed
+FORGET_AFTER = timedelta(days=7)  # fire rows older than this before the slot being fired are deleted
+
+
+class ScheduleNotFound(QueueError):
+    slug = "not-found"
+
+
+@dataclass(frozen=True)
+class ScheduleValues:
+    """What an admin gives for a schedule: exactly one of ``cron`` and ``interval_seconds``."""
+
+    name: str
+    type: str
+    payload: dict[str, Any]
+    priority: int = 0
+    max_retries: int = 3
+    cron: str | None = None
+    interval_seconds: int | None = None
+    timezone: str = "UTC"
+    missed: str = "fire_once"
+    paused: bool = False
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.cron, self.interval_seconds, self.timezone)
+
+
+def owner_of(name: str) -> str:
+    return OWNER_PREFIX + name
+
+
+def timing_of(schedule: Schedule) -> Timing:
+    return Timing(schedule.cron, schedule.interval_seconds, schedule.timezone)
+
+
+def _problem(field: str, code: str, message: str) -> dict[str, str]:
+    """One refused field: ``code`` lets the pages say it in their language."""
+    return {"field": field, "code": code, "message": message}
+
+
+def timing_problems(cron: str | None, interval: int | None, timezone: str) -> list[dict[str, str]]:
+    """What is wrong with a schedule's timing, field by field (none when it is usable)."""
+    problems = []
+    if (cron is None) == (interval is None):
+        problems.append(_problem("cron", "timing", "give exactly one of cron and interval_seconds"))
+    elif cron is not None and (reason := cron_problem(cron)):
+        problems.append(_problem("cron", "cron", reason))
+    elif interval is not None and not 1 <= interval <= MAX_INTERVAL_SECONDS:
+        problems.append(
+            _problem("interval_seconds", "interval", f"must be an integer from 1 to {MAX_INTERVAL_SECONDS}")
+        )
+    if zone(timezone) is None:
+        problems.append(_problem("timezone", "timezone", "is not an IANA time zone (e.g. Europe/Berlin)"))
+    return problems
+
+
+class Schedules:
+    """Schedules over one ``Queue``: its engine, its allowlist of types and its clock."""
+
+    def __init__(self, queue: Queue):
+        self.queue = queue
+        self.engine = cast(ScheduleEngine, queue.engine)
+
+    # -- checks and previews ------------------------------------------------------------------------
+
+    def check(self, values: ScheduleValues) -> ScheduleValues:
+        """``values`` with the cron expression trimmed, or ``JobValidationError`` naming every bad field
+        (the name, the timing, the missed-slot policy, then the type and payload as an enqueue checks them)."""
+        problems = []
+        if not re.match(NAME_PATTERN, values.name):
+            problems.append(
+                _problem(
+                    "name",
+                    "name",
+                    "must be 1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit",
+                )
+            )
+        cron = None if values.cron is None else values.cron.strip()
+        problems += timing_problems(cron, values.interval_seconds, values.timezone)
+        if values.missed not in MISSED_POLICIES:
+            problems.append(_problem("missed", "missed", "must be fire_once or skip"))
+        try:
+            self.queue.types.check([self._spec(values)])
+        except JobValidationError as exc:
+            problems += [
+                {**error, "code": error["field"].split(".")[0].split("[")[0]} for error in exc.errors
+            ]
+        if problems:
+            raise JobValidationError(problems)
+        return ScheduleValues(**{**asdict(values), "cron": cron})
+
+    @staticmethod
+    def _spec(values: ScheduleValues | Schedule) -> JobSpec:
+        payload_json = json.dumps(values.payload, separators=(",", ":"), ensure_ascii=False)
+        return JobSpec(values.type, values.payload, payload_json, values.priority, values.max_retries)
+
+    def preview(self, timing: Timing, count: int = 5) -> list[datetime]:
+        """The next ``count`` fire times of ``timing`` from now (for a usable timing)."""
+        return upcoming(timing, self.queue.clock(), count)
+
+    def upcoming(self, schedule: Schedule, count: int = 5) -> list[datetime]:
+        """A saved schedule's next ``count`` fire times, from its stored next fire time (none if paused)."""
+        first = schedule.next_fire_at
+        if schedule.paused or first is None:
+            return []
+        return [first, *upcoming(timing_of(schedule), first, count - 1, first)]
+
+    # -- management ---------------------------------------------------------------------------------
+
+    def all(self) -> list[Schedule]:
+        return self.engine.all_schedules()
+
+    def get(self, name: str) -> Schedule:
+        schedule = self.engine.get_schedule(name)
+        if schedule is None:
+            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+        return schedule
+
+    def add(self, values: ScheduleValues, actor: str) -> Schedule:
+        """Add a checked schedule; a taken name is ``JobValidationError`` on ``name``."""
+        from sqlalchemy.exc import IntegrityError
+
+        values = self.check(values)
+        now = self.queue.clock()
+        row = {**asdict(values), "next_fire_at": slot_after(values.timing, now)}
+        try:
+            return self.engine.add_schedule(row, actor=actor, now=now)
+        except IntegrityError:
+            raise JobValidationError(
+                [_problem("name", "taken", "a schedule with this name exists")]
+            ) from None
+
+    def update(self, name: str, values: ScheduleValues, actor: str) -> Schedule:
+        """Replace a schedule's settings (its name stays); the next fire time is worked out anew."""
+        values = self.check(ScheduleValues(**{**asdict(values), "name": name}))
+        now = self.queue.clock()
+        changes = {k: v for k, v in asdict(values).items() if k != "name"}
+        current = self.get(name)
+        changed = sorted(k for k, v in changes.items() if getattr(current, k) != v)  # for the audit log only
+        changes["next_fire_at"] = slot_after(values.timing, now)
+        return self._changed(name, changes, actor, "schedule.update", now, ", ".join(changed) or None)
+
+    def pause(self, name: str, actor: str) -> Schedule:
+        return self._changed(name, {"paused": True}, actor, "schedule.pause", self.queue.clock())
+
+    def resume(self, name: str, actor: str) -> Schedule:
+        """Unpause; the next fire time is the first slot from now (slots passed while paused never fire)."""
+        now = self.queue.clock()
+        for _ in range(5):  # an edit between the read and the guarded write: read again
+            schedule = self.get(name)
+            changes = {"paused": False, "next_fire_at": slot_after(timing_of(schedule), now)}
+            done = self.engine.update_schedule(
+                name, changes, actor=actor, action="schedule.resume", now=now, revision=schedule.revision
+            )
+            if done is not None:
+                return done
+        raise QueueError(f"schedule {name!r} kept changing; try again")
+
+    def _changed(
+        self,
+        name: str,
+        changes: dict[str, Any],
+        actor: str,
+        action: str,
+        now: datetime,
+        detail: str | None = None,
+    ) -> Schedule:
+        schedule = self.engine.update_schedule(
+            name, changes, actor=actor, action=action, now=now, detail=detail
+        )
+        if schedule is None:
+            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+        return schedule
+
+    def delete(self, name: str, actor: str) -> None:
+        """Delete a schedule; the jobs it made stay."""
+        if not self.engine.delete_schedule(name, actor=actor, now=self.queue.clock()):
+            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+
+    def run_now(self, name: str, actor: str) -> JobRecord:
+        """Enqueue one job of the schedule now, outside its timing (its next fire time stays)."""
+        schedule = self.get(name)
+        self.queue.types.check([self._spec(schedule)])  # the type may have been disabled since
+        now = self.queue.clock()
+        firing = Firing(
+            schedule.id, name, now, None, None, None, self._new_job(schedule, now), owner_of(name),
+            now - FORGET_AFTER, (actor, "schedule.run"),
+        )  # fmt: skip
+        fired = self.engine.fire_schedule(firing, now=now)
+        if fired.job is None:
+            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+        self.queue._notify_arrival()
+        return fired.job
+
+    # -- firing -------------------------------------------------------------------------------------
+
+    def _new_job(self, schedule: Schedule, now: datetime) -> NewJob:
+        return self._spec(schedule).new_job(now)
+
+    def plan(self, schedule: Schedule, now: datetime) -> tuple[datetime | None, datetime | None]:
+        """For a due schedule: the slot to fire now (None: the missed slots are passed over) and the next
+        fire time (docs/schedules.md, Missed slots)."""
+        timing, slot = timing_of(schedule), schedule.next_fire_at
+        assert slot is not None
+        if schedule.missed == "fire_once" or now - slot <= GRACE:
+            return slot, slot_after(timing, now, slot)
+        # skip: slots more than GRACE ago are passed over; one within GRACE is still on time.
+        recent = slot_after(timing, now - GRACE, slot)
+        if recent is not None and recent <= now:
+            return recent, slot_after(timing, now, recent)
+        return None, recent
+
+    def fire_due(self, limit: int = 100) -> list[Fired]:
+        """Fire every due slot (at most ``limit`` schedules); returns what each firing did."""
+        now = self.queue.clock()
+        out = []
+        for schedule in self.engine.due_schedules(now=now, limit=limit):
+            slot, following = self.plan(schedule, now)
+            job = None
+            if slot is not None:
+                try:
+                    self.queue.types.check([self._spec(schedule)])
+                    job = self._new_job(schedule, now)
+                except JobValidationError as exc:
+                    log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc.detail)
+            firing = Firing(
+                schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
+                schedule.revision, following,
+                job, owner_of(schedule.name), (slot or now) - FORGET_AFTER,
+            )  # fmt: skip
+            out.append(fired := self.engine.fire_schedule(firing, now=now))
+            if fired.job is not None:
+                self.queue._notify_arrival()
+        return out

@@ -1,0 +1,179 @@
+"""The admins' schedules page (docs/schedules.md): list, create, edit, pause and resume, "run now",
+delete. A "Preview" submit shows the next five fire times before saving, without JavaScript."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+from wtforms import SelectChoice
+
+from queuelog.api.fields import json_document
+from queuelog.api.problems import ApiError
+from queuelog.i18n import timezone_choices
+from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
+from queuelog.queue import JobValidationError, QueueError
+from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, zone
+from queuelog.queue.schedules import Schedules, ScheduleValues, timing_problems
+from queuelog.web import admin_required, queue
+from queuelog.web.forms import ConfirmForm, ScheduleForm
+from queuelog.web.jobs import _form_message
+
+bp = Blueprint("web_schedules", __name__, url_prefix="/admin")
+
+
+def schedules() -> Schedules:
+    return current_app.extensions["queuelog"]["schedules"]
+
+
+def _message(error: dict[str, str]) -> str:
+    """A refused field (queuelog/queue/schedules.py), said in the page's language."""
+    code = error.get("code")
+    messages = {
+        "name": _("Use 1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit."),
+        "taken": _("A schedule with this name exists."),
+        "timing": _("Give a cron expression or an interval, one of them."),
+        "cron": _(
+            "Not a cron expression: give five fields (minute hour day month weekday) or @hourly, @daily, @weekly, @monthly or @yearly."
+        ),
+        "interval": _("Enter a whole number of seconds from 1 to %(max)d.", max=MAX_INTERVAL_SECONDS),
+        "timezone": _("Choose a time zone from the list."),
+        "missed": _("Choose one of the listed options."),
+    }
+    return messages.get(code) or _form_message(error)
+
+
+def _fill_choices(form: ScheduleForm, current: str | None = None) -> None:
+    types = [t.name for t in queue().types.all() if t.enabled or t.name == current]
+    form.type.choices = [SelectChoice(name, name) for name in types]
+    form.timezone.choices = [SelectChoice(z, z) for z in timezone_choices()]
+    form.priority.choices = [SelectChoice(name, _(name)) for name in PRIORITIES]
+
+
+def _values(form: ScheduleForm, name: str) -> ScheduleValues | None:
+    """The form's values, or None with a message beside the payload when it is not a usable object."""
+    config = current_app.config["QUEUELOG"]
+    try:
+        payload = json.loads(form.payload.data or "{}")
+        json_document(
+            payload, "payload", max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
+        )
+    except (ValueError, RecursionError):
+        form.payload.errors.append(_("The payload must be a JSON object."))
+        return None
+    except ApiError as exc:
+        form.payload.errors.append(_form_message(exc.errors[0]))
+        return None
+    cron = (form.cron.data or "").strip() or None
+    return ScheduleValues(
+        name, form.type.data, payload, PRIORITIES.get(form.priority.data, 0), form.max_retries.data,
+        cron, form.interval_seconds.data, form.timezone.data, form.missed.data, form.paused.data,
+    )  # fmt: skip
+
+
+def _show_errors(form: ScheduleForm, errors: list[dict[str, str]]) -> None:
+    for error in errors:
+        name = error["field"].split(".")[0].split("[")[0]
+        getattr(form, name, form.payload).errors.append(_message(error))
+
+
+def _preview(form: ScheduleForm) -> list[datetime] | None:
+    """The next five fire times of the form's timing, or None with messages beside its fields."""
+    cron = (form.cron.data or "").strip() or None
+    problems = timing_problems(cron, form.interval_seconds.data, form.timezone.data or "")
+    if problems:
+        _show_errors(form, problems)
+        return None
+    return schedules().preview(Timing(cron, form.interval_seconds.data, form.timezone.data))
+
+
+def _edit(form: ScheduleForm, schedule: Schedule | None):
+    """Handle the form's submit: preview, or save and go back to the list."""
+    upcoming = None
+    if request.method == "POST" and form.validate_on_submit():
+        name = schedule.name if schedule else form.name.data.strip()
+        values = _values(form, name)
+        if request.form.get("action") == "preview":
+            upcoming = _preview(form)
+        elif values is not None:
+            try:
+                if schedule is None:
+                    schedules().add(values, current_user.username)
+                else:
+                    schedules().update(name, values, current_user.username)
+                flash(_("Schedule %(name)s saved.", name=name), "success")
+                return redirect(url_for("web_schedules.schedule_list"))
+            except JobValidationError as exc:
+                _show_errors(form, exc.errors)
+    elif schedule is not None:
+        upcoming = schedules().upcoming(schedule)
+    page = render_template(
+        "admin/schedule_edit.html",
+        form=form,
+        schedule=schedule,
+        upcoming=upcoming,
+        zone=zone(form.timezone.data or "UTC"),
+    )
+    return page, (422 if form.errors else 200)
+
+
+@bp.get("/schedules")
+@admin_required
+def schedule_list():
+    return render_template(
+        "admin/schedules.html",
+        schedules=schedules().all(),
+        priority_names=PRIORITY_NAMES,
+        confirm=ConfirmForm(),
+    )
+
+
+@bp.route("/schedules/new", methods=["GET", "POST"])
+@admin_required
+def schedule_new():
+    form = ScheduleForm()
+    _fill_choices(form)
+    return _edit(form, None)
+
+
+@bp.route("/schedules/<name>", methods=["GET", "POST"])
+@admin_required
+def schedule_edit(name: str):
+    try:
+        schedule = schedules().get(name)
+    except QueueError:
+        abort(404)
+    form = ScheduleForm(obj=schedule if request.method == "GET" else None)
+    _fill_choices(form, schedule.type)
+    if request.method == "GET":
+        form.payload.data = json.dumps(schedule.payload, indent=2, ensure_ascii=False)
+        form.priority.data = PRIORITY_NAMES.get(schedule.priority, "low")
+    form.name.data = name  # the name is fixed: it is the owner of the jobs the schedule made
+    return _edit(form, schedule)
+
+
+@bp.post("/schedules/<name>/<change>")
+@admin_required
+def schedule_change(name: str, change: str):
+    actions: dict[str, Any] = {"pause": "pause", "resume": "resume", "run": "run_now", "delete": "delete"}
+    if change not in actions:
+        abort(404)
+    if ConfirmForm().validate_on_submit():
+        try:
+            done = getattr(schedules(), actions[change])(name, current_user.username)
+        except JobValidationError:
+            flash(_("This job type is unknown or disabled."), "error")
+            return redirect(url_for("web_schedules.schedule_list"))
+        except QueueError:
+            abort(404)
+        if change == "run":
+            flash(_("Job %(id)d enqueued.", id=done.id), "success")
+        elif change == "delete":
+            flash(_("Schedule %(name)s deleted.", name=name), "success")
+        else:
+            flash(_("Schedule %(name)s saved.", name=name), "success")
+    return redirect(url_for("web_schedules.schedule_list"))

@@ -1,0 +1,126 @@
+"""The jobs list's search form: the query string read into a ``JobSearch``, each bad field with a message
+of its own (shown beside it; nothing is searched until every field is right). Producers search their own
+jobs only, and only admins may search error text (README, The pages)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import NamedTuple
+from zoneinfo import ZoneInfo
+
+from flask_babel import get_timezone
+from flask_babel import gettext as _
+from werkzeug.datastructures import MultiDict
+
+from queuelog.engines.records import JobSearch
+from queuelog.inputs import ascii_int
+from queuelog.models import PRIORITIES, STATUSES
+
+FIELDS = (
+    "id",
+    "owner",
+    "worker",
+    "type",
+    "priority",
+    "status",
+    "created_from",
+    "created_to",
+    "finished_from",
+    "finished_to",
+    "error",
+    "path",
+    "value",
+)
+ADMIN_ONLY = ("owner", "error")
+NAME_CHARS = 64  # owners, workers and types are names of at most 64 characters
+TEXT_CHARS = 200  # error text and payload values
+PATH_KEYS = 8
+_LOCAL_TIME = re.compile(r"(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?", re.ASCII)
+
+
+class ParsedSearch(NamedTuple):
+    """The search, the problems by field (empty when it may run), and the fields as given (to fill the
+    form and the links again)."""
+
+    search: JobSearch
+    errors: dict[str, str]
+    query: dict[str, str]
+
+
+def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch:
+    """Read the search fields of ``args``; a producer's search is always limited to ``username``'s jobs."""
+    query = {name: args.get(name, "").strip() for name in FIELDS}
+    query = {k: v for k, v in query.items() if v and (admin or k not in ADMIN_ONLY)}
+    errors: dict[str, str] = {}
+    found: dict = {}
+    for name, text in query.items():
+        try:
+            found.update(_field(name, text))
+        except ValueError as exc:
+            errors[name] = str(exc)
+    if ("path" in query) != ("value" in query):
+        missing = "value" if "path" in query else "path"
+        errors.setdefault(missing, _("Give both a payload field and its value."))
+    if not admin:
+        found["owner"] = username
+    return ParsedSearch(JobSearch(**found), errors, query)
+
+
+def _name(text: str) -> str:
+    if len(text) > NAME_CHARS:
+        raise ValueError(_("Use at most %(max)d characters.", max=NAME_CHARS))
+    return text
+
+
+def _field(name: str, text: str) -> dict:
+    """One field's contribution to the JobSearch; raises ValueError with the message for the page."""
+    if name == "id":
+        number = ascii_int(text.lstrip("#"))
+        if number is None:
+            raise ValueError(_("Enter a job number (digits 0 to 9 only)."))
+        return {"id": number}
+    if name in ("owner", "type"):
+        return {name: _name(text)}
+    if name == "worker":
+        return {"worker": _name(text)}
+    if name == "priority":
+        if text not in PRIORITIES:
+            raise ValueError(_("Choose a priority from the list."))
+        return {"priority": PRIORITIES[text]}
+    if name == "status":
+        if text not in STATUSES:
+            raise ValueError(_("Choose a status from the list."))
+        return {"status": text}
+    if name.endswith(("_from", "_to")):
+        return {name: _local_time(text)}
+    if name == "error":
+        if len(text) > TEXT_CHARS:
+            raise ValueError(_("Use at most %(max)d characters.", max=TEXT_CHARS))
+        return {"error": text}
+    if name == "path":
+        keys = tuple(text.split("."))
+        if len(keys) > PATH_KEYS or any(not k or len(k) > NAME_CHARS or '"' in k or "\\" in k for k in keys):
+            raise ValueError(
+                _(
+                    "Write the field's keys separated by dots, such as customer.email: at most %(keys)d keys, none empty, without quotes or backslashes.",
+                    keys=PATH_KEYS,
+                )
+            )
+        return {"payload_path": keys}
+    if len(text) > TEXT_CHARS:  # value
+        raise ValueError(_("Use at most %(max)d characters.", max=TEXT_CHARS))
+    return {"payload_value": text}
+
+
+def _local_time(text: str) -> datetime:
+    """A date and time in the person's time zone (as a datetime-local field sends it), made UTC."""
+    match = _LOCAL_TIME.fullmatch(text)
+    message = _("Enter a date and time between the years 2000 and 9000, such as 2026-12-01T09:30.")
+    if match is None or not 2000 <= int(match.group(1)) <= 9000:
+        raise ValueError(message)
+    try:
+        local = datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(str(get_timezone())))
+        return local.astimezone(UTC)
+    except (ValueError, OverflowError):  # 2026-02-30, 25:00
+        raise ValueError(message) from None

@@ -1,0 +1,72 @@
+"""The slots of cron expressions and intervals (queuelog/queue/cron.py), daylight saving time included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from queuelog.queue.cron import Timing, cron_problem, slot_after, upcoming
+
+NY = ZoneInfo("America/New_York")
+
+
+def local(slots: list[datetime]) -> list[str]:
+    return [slot.astimezone(NY).isoformat() for slot in slots]
+
+
+def test_spring_forward_skips_the_slot_that_does_not_exist():
+    # 2026-03-08: 02:00 EST becomes 03:00 EDT in New York, so 02:30 does not happen that day.
+    slots = upcoming(Timing("30 2 * * *", None, "America/New_York"), datetime(2026, 3, 7, 12, tzinfo=NY), 3)
+    assert local(slots) == [
+        "2026-03-09T02:30:00-04:00",
+        "2026-03-10T02:30:00-04:00",
+        "2026-03-11T02:30:00-04:00",
+    ]
+
+
+def test_fall_back_fires_a_repeated_time_once():
+    # 2026-11-01: 02:00 EDT becomes 01:00 EST, so 01:30 happens twice that day; it fires at the first.
+    slots = upcoming(Timing("30 1 * * *", None, "America/New_York"), datetime(2026, 10, 31, 12, tzinfo=NY), 3)
+    assert local(slots) == [
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-02T01:30:00-05:00",
+        "2026-11-03T01:30:00-05:00",
+    ]
+
+
+def test_every_half_hour_across_both_changes():
+    spring = upcoming(Timing("*/30 * * * *", None, "America/New_York"), datetime(2026, 3, 8, 1, tzinfo=NY), 3)
+    assert local(spring) == [
+        "2026-03-08T01:30:00-05:00",
+        "2026-03-08T03:00:00-04:00",
+        "2026-03-08T03:30:00-04:00",
+    ]
+    fall = upcoming(Timing("*/30 * * * *", None, "America/New_York"), datetime(2026, 11, 1, 1, tzinfo=NY), 3)
+    assert local(fall) == [
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T02:00:00-05:00",
+        "2026-11-01T02:30:00-05:00",
+    ]
+
+
+def test_a_time_inside_the_repeated_hour_does_not_go_back():
+    second_pass = datetime(2026, 11, 1, 6, 15, tzinfo=UTC)  # 01:15 EST, after 01:30 EDT has passed
+    assert local([slot_after(Timing("30 1 * * *", None, "America/New_York"), second_pass)]) == [
+        "2026-11-02T01:30:00-05:00"
+    ]
+
+
+def test_intervals_count_real_seconds_from_the_slot_before():
+    timing = Timing(None, 3600, "America/New_York")
+    base = datetime(2026, 11, 1, 4, 30, tzinfo=UTC)
+    assert upcoming(timing, base, 3, base) == [base + timedelta(hours=h) for h in (1, 2, 3)]
+    late = base + timedelta(hours=5, minutes=10)
+    assert slot_after(timing, late, base) == base + timedelta(hours=6)
+
+
+def test_cron_problems():
+    assert cron_problem("@weekly") is None and cron_problem(" 0 12 * * 1-5 ") is None
+    assert "five fields" in cron_problem("0 12 * * * *")
+    assert "five fields" in cron_problem("@sometimes")
+    assert "not a valid cron expression" in cron_problem("0 24 * * *")
+    assert "not a valid cron expression" in cron_problem("0 0 30 2 *")

@@ -1,0 +1,98 @@
+"""The admins' schedules page on both engines: create with a preview first (no JavaScript), edit, pause,
+resume, run now, delete; bad input is a message beside the field and saves nothing."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import Browser, csrf_token
+
+
+def form(**kw) -> dict[str, str]:
+    data = {"name": "nightly", "type": "email", "cron": "30 2 * * *", "interval_seconds": "",
+            "timezone": "America/New_York", "payload": '{"to": "ops@example.com"}', "priority": "high",
+            "max_retries": "3", "missed": "fire_once", "action": "save"}  # fmt: skip
+    return data | kw
+
+
+def send(browser: Browser, path: str, data: dict[str, str]):
+    """Post the schedule form (its "action" field is the button pressed: preview or save)."""
+    token = csrf_token(browser.get(path).get_data(as_text=True))
+    return browser.client.post(path, data={**data, "csrf_token": token})
+
+
+def errors_beside(html: str) -> dict[str, str]:
+    """The message shown beside each field: {field id: message}."""
+    return dict(re.findall(r'<p class="error" id="([\w-]+)-error">([^<]*)</p>', html))
+
+
+def test_preview_then_save_then_change(admin_browser: Browser, app):
+    page = admin_browser.get("/admin/schedules/new")
+    assert page.status_code == 200 and 'name="action" value="preview"' in page.get_data(as_text=True)
+    preview = send(admin_browser, "/admin/schedules/new", form(action="preview"))
+    html = preview.get_data(as_text=True)
+    assert preview.status_code == 200
+    times = re.findall(r"<li><time datetime=\"[^\"]+\">([^<]+)</time></li>", html)
+    assert len(times) == 5 and all(t.endswith(("02:30 EST", "02:30 EDT")) for t in times)
+    assert app.extensions["queuelog"]["schedules"].all() == []  # a preview saves nothing
+    saved = send(admin_browser, "/admin/schedules/new", form())
+    assert saved.status_code == 302 and saved.headers["Location"].endswith("/admin/schedules")
+    listing = admin_browser.get("/admin/schedules").get_data(as_text=True)
+    assert "nightly" in listing and "Schedule nightly saved." in listing and "America/New_York" in listing
+    edit = admin_browser.get("/admin/schedules/nightly").get_data(as_text=True)
+    assert "ops@example.com" in edit and len(re.findall(r"<li><time", edit)) == 5
+    changed = send(admin_browser, "/admin/schedules/nightly", form(cron="", interval_seconds="600"))
+    assert changed.status_code == 302
+    schedule = app.extensions["queuelog"]["schedules"].get("nightly")
+    assert (schedule.cron, schedule.interval_seconds, schedule.priority) == (None, 600, 20)
+
+
+def test_bad_input_is_shown_beside_the_field(admin_browser: Browser, app):
+    cases = [
+        (form(cron="61 * * * *"), "cron", "Not a cron expression"),
+        (form(cron="", interval_seconds="0"), "interval_seconds", "Enter a whole number of seconds"),
+        (form(cron="", interval_seconds="-5"), "interval_seconds", "Enter a whole number of seconds"),
+        (form(cron=""), "cron", "Give a cron expression or an interval"),
+        (form(timezone="Mars/Olympus"), "timezone", "Not a valid choice"),
+        (form(payload="[1]"), "payload", "The payload must be a JSON object."),
+        (form(name="two words"), "name", "Use 1 to 55 letters"),
+    ]
+    for data, field, message in cases:
+        for action in ("preview", "save"):
+            answer = send(admin_browser, "/admin/schedules/new", {**data, "action": action})
+            beside = errors_beside(answer.get_data(as_text=True))
+            if action == "preview" and field in ("payload", "name"):
+                continue  # a preview checks the timing only
+            assert answer.status_code == 422, (data, action)
+            assert message in beside.get(field, ""), (data, action, beside)
+    app.extensions["queuelog"]["queue"].types.update("pdf", enabled=False)
+    unknown = send(admin_browser, "/admin/schedules/new", form(type="pdf"))
+    assert unknown.status_code == 422 and "type" in errors_beside(unknown.get_data(as_text=True))
+    assert app.extensions["queuelog"]["schedules"].all() == []
+
+
+def test_pause_resume_run_delete(admin_browser: Browser, app):
+    send(admin_browser, "/admin/schedules/new", form())
+    assert admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/pause").status_code == 302
+    sched = app.extensions["queuelog"]["schedules"]
+    assert sched.get("nightly").paused is True
+    admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/resume")
+    assert sched.get("nightly").paused is False
+    ran = admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/run")
+    assert ran.status_code == 302
+    jobs = app.extensions["queuelog"]["queue"].list_jobs(owner="schedule:nightly")
+    assert len(jobs) == 1 and f"Job {jobs[0].id} enqueued." in admin_browser.get("/admin/schedules").get_data(
+        as_text=True
+    )
+    admin_browser.submit("/admin/schedules/nightly", "/admin/schedules/nightly/delete")
+    assert sched.all() == []
+    assert admin_browser.get("/admin/schedules/nightly").status_code == 404
+    audit = admin_browser.get("/admin/audit").get_data(as_text=True)
+    for action in ("schedule.create", "schedule.pause", "schedule.resume", "schedule.run", "schedule.delete"):
+        assert action in audit
+
+
+def test_admins_only_and_in_the_navigation(producer_browser: Browser, admin_browser: Browser):
+    assert producer_browser.get("/admin/schedules").status_code == 403
+    assert 'href="/admin/schedules"' not in producer_browser.get("/").get_data(as_text=True)
+    assert 'href="/admin/schedules"' in admin_browser.get("/").get_data(as_text=True)
