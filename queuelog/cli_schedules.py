@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,9 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
-from queuelog.queue import JobValidationError, QueueError
+from queuelog.queue import Code, JobValidationError, QueueError
+from queuelog.queue.errors import each_refusal
+from queuelog.queue.inputs import check_document
 from queuelog.queue.schedules import MISSED_POLICIES, Schedules, ScheduleValues
 
 schedules_cli = AppGroup("schedules", help="Periodic jobs: cron expressions or fixed intervals.")
@@ -33,11 +36,49 @@ def timing_text(schedule: Schedule) -> str:
     return f"every {schedule.interval_seconds}s"
 
 
+# The command line's words for the schedules' refusals (queuelog/queue/errors.py): they name its options.
+WORDS: dict[Code, Callable[[dict[str, Any]], str]] = {
+    Code.SCHEDULE_NOT_FOUND: lambda p: f"schedule {p['name']!r} does not exist",
+    Code.SCHEDULE_CHANGING: lambda p: f"schedule {p['name']!r} kept changing; try again",
+    Code.SCHEDULE_EXISTS: lambda p: "a schedule with this name exists",
+    Code.BAD_SCHEDULE_NAME: lambda p: (
+        f"must be 1 to {p['max_length']} letters, digits, '_', '.' or '-', starting with a letter or digit"
+    ),
+    Code.TIMING_NEEDED: lambda p: "give --cron or --every, one of them",
+    Code.CRON_FIELDS: lambda p: (
+        "must have five fields (minute hour day month weekday) "
+        "or be @hourly, @daily, @weekly, @monthly or @yearly"
+    ),
+    Code.CRON_INVALID: lambda p: f"is not a valid cron expression: {p['reason']}",
+    Code.CRON_NEVER: lambda p: "never matches a date",
+    Code.INTERVAL_OUT_OF_RANGE: lambda p: f"must be an integer from 1 to {p['max']}",
+    Code.UNKNOWN_TIMEZONE: lambda p: "is not an IANA time zone (e.g. Europe/Berlin)",
+    Code.BAD_MISSED_POLICY: lambda p: f"must be {' or '.join(p['allowed'])}",
+}
+_OPTIONS = {"interval_seconds": "every"}  # fields the command line names otherwise
+
+
+def _wording(refusal: QueueError) -> str:
+    """A refusal in the command line's words: ``option: message``, or the message alone for the
+    schedule as a whole and for the missing timing (its words name both options)."""
+    if refusal.code in WORDS:
+        message = WORDS[refusal.code](refusal.params)
+    else:  # a type or payload refused as an enqueue refuses it: the JSON API's English words
+        from queuelog.api.refusals import TABLE
+
+        message = TABLE[refusal.code].words(refusal.params)
+    if refusal.field is None or refusal.code is Code.TIMING_NEEDED:
+        return message
+    return f"{_OPTIONS.get(refusal.field, refusal.field)}: {message}"
+
+
+def _refused(exc: QueueError) -> click.ClickException:
+    """One line for every refusal at once (exit status 1)."""
+    return click.ClickException("; ".join(_wording(r) for r in each_refusal(exc)))
+
+
 def _payload(text: str) -> dict[str, Any]:
     """The payload given on the command line, within the payload limits of the API."""
-    from queuelog.api.fields import json_document
-    from queuelog.api.problems import ApiError
-
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -46,11 +87,11 @@ def _payload(text: str) -> dict[str, Any]:
         raise click.ClickException("payload: nested too deeply") from None
     config = current_app.config["QUEUELOG"]
     try:
-        json_document(
+        check_document(
             value, "payload", max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
         )
-    except ApiError as exc:
-        raise click.ClickException(exc.detail) from None
+    except JobValidationError as exc:
+        raise _refused(exc) from None
     return value
 
 
@@ -88,17 +129,9 @@ def schedules_add(
     try:
         schedule = _schedules().add(values, "cli")
     except JobValidationError as exc:
-        raise click.ClickException("; ".join(map(_wording, exc.errors))) from None
+        raise _refused(exc) from None
     state = "paused" if schedule.paused else f"next {_time(schedule.next_fire_at)}"
     click.echo(f"added schedule {name} ({state})")
-
-
-def _wording(error: dict[str, str]) -> str:
-    """A refused field in the command line's words (its options, not the API's field names)."""
-    if error.get("code") == "timing":
-        return "give --cron or --every, one of them"
-    field = "every" if error["field"] == "interval_seconds" else error["field"]
-    return f"{field}: {error['message']}"
 
 
 @schedules_cli.command("list")
@@ -116,7 +149,7 @@ def _act(action: str, name: str) -> Any:
     try:
         return getattr(_schedules(), action)(name, "cli")
     except QueueError as exc:
-        raise click.ClickException(exc.detail) from None
+        raise _refused(exc) from None
 
 
 @schedules_cli.command("pause")

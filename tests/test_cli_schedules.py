@@ -78,5 +78,9 @@ def test_refusals_are_one_line_and_exit_1(runner, app):
     assert "give --cron or --every, one of them" in refused("add", "a", "--type", "email")
     assert "schedule 'nope' does not exist" in refused("pause", "nope")
     assert "schedule 'nope' does not exist" in refused("run", "nope")
+    every_one = refused("add", "two words", "--type", "nope", "--every", "0", "--timezone", "Nowhere")
+    assert every_one.startswith("Error: name: must be 1 to 55 letters"), every_one
+    assert "; every: must be an integer from 1 to 31622400; timezone: is not an IANA time zone" in every_one
+    assert every_one.endswith("; type: unknown or disabled job type 'nope'; allowed: email, pdf, sync")
     assert "schedule 'nope' does not exist" in refused("remove", "nope")
     assert runner.invoke(args=["schedules", "list"]).stdout == ""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from queuelog.api.problems import ApiError
-from queuelog.queue.errors import Code, QueueError
+from queuelog.queue.errors import Code, QueueError, each_refusal
 
 
 class Wording(NamedTuple):
@@ -70,11 +70,41 @@ TABLE: dict[Code, Wording] = {
     ),
     Code.OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be a number from {p['low']} to {p['high']}"),
     Code.TOO_LONG: Wording(*_INVALID, lambda p: f"must be at most {p['limit']} characters"),
+    Code.SCHEDULE_NOT_FOUND: Wording(404, "not-found", lambda p: f"schedule {p['name']!r} does not exist"),
+    Code.SCHEDULE_CHANGING: Wording(
+        409, "invalid-state", lambda p: f"schedule {p['name']!r} kept changing; try again"
+    ),
+    Code.SCHEDULE_EXISTS: Wording(*_INVALID, lambda p: "a schedule with this name exists"),
+    Code.BAD_SCHEDULE_NAME: Wording(
+        *_INVALID,
+        lambda p: (
+            f"must be 1 to {p['max_length']} letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        ),
+    ),
+    Code.TIMING_NEEDED: Wording(*_INVALID, lambda p: "give exactly one of cron and interval_seconds"),
+    Code.CRON_FIELDS: Wording(
+        *_INVALID,
+        lambda p: (
+            "must have five fields (minute hour day month weekday) "
+            "or be @hourly, @daily, @weekly, @monthly or @yearly"
+        ),
+    ),
+    Code.CRON_INVALID: Wording(*_INVALID, lambda p: f"is not a valid cron expression: {p['reason']}"),
+    Code.CRON_NEVER: Wording(*_INVALID, lambda p: "never matches a date"),
+    Code.INTERVAL_OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be an integer from 1 to {p['max']}"),
+    Code.UNKNOWN_TIMEZONE: Wording(*_INVALID, lambda p: "is not an IANA time zone (e.g. Europe/Berlin)"),
+    Code.BAD_MISSED_POLICY: Wording(*_INVALID, lambda p: f"must be {' or '.join(p['allowed'])}"),
 }
 
 
 def problem_of(exc: QueueError) -> ApiError:
-    """The problem response for a refusal of the queue layer."""
+    """The problem response for a refusal of the queue layer (several at once: one 422 listing each)."""
+    refusals = each_refusal(exc)
+    if len(refusals) > 1:
+        errors = [_field_error(refusal) for refusal in refusals]
+        detail = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
+        return ApiError(422, "validation-failed", detail, errors=errors)
     wording = TABLE[exc.code]
     words = wording.words(exc.params)
     if exc.field is None:
@@ -83,7 +113,13 @@ def problem_of(exc: QueueError) -> ApiError:
         item = exc.field.partition(".")[0]
         where = f"{item}: " if item.startswith("jobs[") else ""
         return ApiError(wording.status, wording.slug, where + words)
-    error: dict[str, Any] = {"field": exc.field, "message": words}
+    error = _field_error(exc)
+    return ApiError(wording.status, wording.slug, f"{exc.field}: {words}", errors=[error])
+
+
+def _field_error(exc: QueueError) -> dict[str, Any]:
+    """One entry of a 422's ``errors``: the field and the English message (and the enabled type names)."""
+    error: dict[str, Any] = {"field": exc.field, "message": TABLE[exc.code].words(exc.params)}
     if exc.code is Code.UNKNOWN_TYPE:
         error["allowed"] = exc.params["allowed"]
-    return ApiError(wording.status, wording.slug, f"{exc.field}: {words}", errors=[error])
+    return error

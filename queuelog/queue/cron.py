@@ -19,6 +19,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from queuelog.queue.errors import Code, JobValidationError
+
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -48,17 +50,17 @@ def expand(expression: str) -> str:
     return ALIASES.get(text.lower(), text)
 
 
-def cron_problem(expression: str) -> str | None:
-    """Why ``expression`` is not a usable cron expression (English), or None."""
+def cron_refusal(expression: str, field: str = "cron") -> JobValidationError | None:
+    """Why ``expression`` is not a usable cron expression, as a refusal naming ``field``; None if it is."""
     fields = expand(expression).split()
     if len(fields) != 5:
-        return "must have five fields (minute hour day month weekday) or be @hourly, @daily, @weekly, @monthly or @yearly"
+        return JobValidationError(Code.CRON_FIELDS, field=field)
     try:
         next(CronSim(" ".join(fields), datetime(2000, 1, 1)))
     except CronSimError as exc:
-        return f"is not a valid cron expression: {str(exc).rstrip('.')}"
+        return JobValidationError(Code.CRON_INVALID, field=field, reason=str(exc).rstrip("."))
     except StopIteration:
-        return "never matches a date"
+        return JobValidationError(Code.CRON_NEVER, field=field)
     return None
 
 

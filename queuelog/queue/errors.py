@@ -40,6 +40,36 @@ class Code(StrEnum):
     CANCEL_NOT_REQUESTED = "cancel_not_requested"  # job_id: a stop reported, but nobody asked for it
     OUT_OF_RANGE = "out_of_range"  # low, high: a number (a progress, a snooze's delay) outside them
     TOO_LONG = "too_long"  # limit: characters (a progress message)
+    # Schedules (queuelog/queue/schedules.py, docs/schedules.md)
+    SCHEDULE_NOT_FOUND = "schedule_not_found"  # name
+    SCHEDULE_CHANGING = "schedule_changing"  # name: edited concurrently again and again; try again
+    SCHEDULE_EXISTS = "schedule_exists"  # name: the name is taken
+    BAD_SCHEDULE_NAME = "bad_schedule_name"  # max_length: letters, digits, '_', '.', '-'
+    TIMING_NEEDED = "timing_needed"  # exactly one of cron and interval_seconds must be given
+    CRON_FIELDS = "cron_fields"  # not five fields, nor an alias (@hourly ...)
+    CRON_INVALID = "cron_invalid"  # reason: cronsim's own (English) words
+    CRON_NEVER = "cron_never"  # a valid expression that matches no date (0 0 30 2 *)
+    INTERVAL_OUT_OF_RANGE = "interval_out_of_range"  # max: seconds (the least is 1)
+    UNKNOWN_TIMEZONE = "unknown_timezone"  # timezone: not an IANA zone name
+    BAD_MISSED_POLICY = "bad_missed_policy"  # allowed: the policies
+
+
+# The codes only schedules give: the command line words them itself (queuelog/cli_schedules.py).
+SCHEDULE_CODES = frozenset(
+    {
+        Code.SCHEDULE_NOT_FOUND,
+        Code.SCHEDULE_CHANGING,
+        Code.SCHEDULE_EXISTS,
+        Code.BAD_SCHEDULE_NAME,
+        Code.TIMING_NEEDED,
+        Code.CRON_FIELDS,
+        Code.CRON_INVALID,
+        Code.CRON_NEVER,
+        Code.INTERVAL_OUT_OF_RANGE,
+        Code.UNKNOWN_TIMEZONE,
+        Code.BAD_MISSED_POLICY,
+    }
+)
 
 
 class QueueError(Refused):
@@ -70,6 +100,21 @@ class IdempotencyKeyReused(QueueError):
 
 class JobValidationError(QueueError):
     """Input the queue layer itself refuses (a type, a payload, a key, a time); ``field`` names it."""
+
+
+class InvalidValues(JobValidationError):
+    """Several inputs refused at once (a schedule's settings), so that each face can show every one beside
+    its field. ``refusals`` lists them in order; the exception's own code, field and params are the first's."""
+
+    def __init__(self, refusals: list[JobValidationError]) -> None:
+        first = refusals[0]
+        super().__init__(first.code, field=first.field, **first.params)
+        self.refusals = refusals
+
+
+def each_refusal(exc: QueueError) -> list[QueueError]:
+    """The refusals an exception stands for: those of ``InvalidValues``, else the exception itself."""
+    return list(exc.refusals) if isinstance(exc, InvalidValues) else [exc]
 
 
 class NotAllowed(QueueError):

@@ -19,8 +19,8 @@ from queuelog.engines.base import ScheduleEngine
 from queuelog.engines.records import NewJob
 from queuelog.engines.schedules import Fired, Firing
 from queuelog.models import Schedule
-from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_problem, slot_after, upcoming, zone
-from queuelog.queue.errors import JobValidationError, QueueError
+from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_refusal, slot_after, upcoming, zone
+from queuelog.queue.errors import Code, InvalidValues, JobValidationError, QueueError
 from queuelog.queue.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("queuelog.schedules")
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,54}$"  # 55 characters: "schedule:" + name fits an owner
+NAME_MAX_LENGTH = 55  # "schedule:" + the name fits a job's owner
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 MISSED_POLICIES = ("fire_once", "skip")
 OWNER_PREFIX = "schedule:"  # fired jobs' owner (docs/schedules.md, Fired jobs)
 GRACE = timedelta(seconds=60)  # a slot fired within this long after its time is on time, not missed
@@ -37,7 +38,17 @@ FORGET_AFTER = timedelta(days=7)  # fire rows older than this before the slot be
 
 
 class ScheduleNotFound(QueueError):
-    slug = "not-found"
+    """No schedule of that name (``Code.SCHEDULE_NOT_FOUND``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(Code.SCHEDULE_NOT_FOUND, name=name)
+
+
+class ScheduleChanging(QueueError):
+    """The schedule was edited between each read and the guarded write (``Code.SCHEDULE_CHANGING``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(Code.SCHEDULE_CHANGING, name=name)
 
 
 @dataclass(frozen=True)
@@ -68,25 +79,20 @@ def timing_of(schedule: Schedule) -> Timing:
     return Timing(schedule.cron, schedule.interval_seconds, schedule.timezone)
 
 
-def _problem(field: str, code: str, message: str) -> dict[str, str]:
-    """One refused field: ``code`` lets the pages say it in their language."""
-    return {"field": field, "code": code, "message": message}
-
-
-def timing_problems(cron: str | None, interval: int | None, timezone: str) -> list[dict[str, str]]:
+def timing_refusals(cron: str | None, interval: int | None, timezone: str) -> list[JobValidationError]:
     """What is wrong with a schedule's timing, field by field (none when it is usable)."""
-    problems = []
+    refusals = []
     if (cron is None) == (interval is None):
-        problems.append(_problem("cron", "timing", "give exactly one of cron and interval_seconds"))
-    elif cron is not None and (reason := cron_problem(cron)):
-        problems.append(_problem("cron", "cron", reason))
+        refusals.append(JobValidationError(Code.TIMING_NEEDED, field="cron"))
+    elif cron is not None and (refusal := cron_refusal(cron)):
+        refusals.append(refusal)
     elif interval is not None and not 1 <= interval <= MAX_INTERVAL_SECONDS:
-        problems.append(
-            _problem("interval_seconds", "interval", f"must be an integer from 1 to {MAX_INTERVAL_SECONDS}")
+        refusals.append(
+            JobValidationError(Code.INTERVAL_OUT_OF_RANGE, field="interval_seconds", max=MAX_INTERVAL_SECONDS)
         )
     if zone(timezone) is None:
-        problems.append(_problem("timezone", "timezone", "is not an IANA time zone (e.g. Europe/Berlin)"))
-    return problems
+        refusals.append(JobValidationError(Code.UNKNOWN_TIMEZONE, field="timezone", timezone=timezone))
+    return refusals
 
 
 class Schedules:
@@ -99,29 +105,25 @@ class Schedules:
     # -- checks and previews ------------------------------------------------------------------------
 
     def check(self, values: ScheduleValues) -> ScheduleValues:
-        """``values`` with the cron expression trimmed, or ``JobValidationError`` naming every bad field
+        """``values`` with the cron expression trimmed, or ``InvalidValues`` naming every bad field
         (the name, the timing, the missed-slot policy, then the type and payload as an enqueue checks them)."""
-        problems = []
+        refusals = []
         if not re.match(NAME_PATTERN, values.name):
-            problems.append(
-                _problem(
-                    "name",
-                    "name",
-                    "must be 1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit",
-                )
+            refusals.append(
+                JobValidationError(Code.BAD_SCHEDULE_NAME, field="name", max_length=NAME_MAX_LENGTH)
             )
         cron = None if values.cron is None else values.cron.strip()
-        problems += timing_problems(cron, values.interval_seconds, values.timezone)
+        refusals += timing_refusals(cron, values.interval_seconds, values.timezone)
         if values.missed not in MISSED_POLICIES:
-            problems.append(_problem("missed", "missed", "must be fire_once or skip"))
+            refusals.append(
+                JobValidationError(Code.BAD_MISSED_POLICY, field="missed", allowed=list(MISSED_POLICIES))
+            )
         try:
             self.queue.types.check([self._spec(values)])
         except JobValidationError as exc:
-            problems += [
-                {**error, "code": error["field"].split(".")[0].split("[")[0]} for error in exc.errors
-            ]
-        if problems:
-            raise JobValidationError(problems)
+            refusals.append(exc)
+        if refusals:
+            raise InvalidValues(refusals)
         return ScheduleValues(**{**asdict(values), "cron": cron})
 
     @staticmethod
@@ -148,11 +150,11 @@ class Schedules:
     def get(self, name: str) -> Schedule:
         schedule = self.engine.get_schedule(name)
         if schedule is None:
-            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+            raise ScheduleNotFound(name)
         return schedule
 
     def add(self, values: ScheduleValues, actor: str) -> Schedule:
-        """Add a checked schedule; a taken name is ``JobValidationError`` on ``name``."""
+        """Add a checked schedule; a taken name is ``SCHEDULE_EXISTS`` on ``name``."""
         from sqlalchemy.exc import IntegrityError
 
         values = self.check(values)
@@ -161,9 +163,7 @@ class Schedules:
         try:
             return self.engine.add_schedule(row, actor=actor, now=now)
         except IntegrityError:
-            raise JobValidationError(
-                [_problem("name", "taken", "a schedule with this name exists")]
-            ) from None
+            raise JobValidationError(Code.SCHEDULE_EXISTS, field="name", name=values.name) from None
 
     def update(self, name: str, values: ScheduleValues, actor: str) -> Schedule:
         """Replace a schedule's settings (its name stays); the next fire time is worked out anew."""
@@ -189,7 +189,7 @@ class Schedules:
             )
             if done is not None:
                 return done
-        raise QueueError(f"schedule {name!r} kept changing; try again")
+        raise ScheduleChanging(name)
 
     def _changed(
         self,
@@ -204,13 +204,13 @@ class Schedules:
             name, changes, actor=actor, action=action, now=now, detail=detail
         )
         if schedule is None:
-            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+            raise ScheduleNotFound(name)
         return schedule
 
     def delete(self, name: str, actor: str) -> None:
         """Delete a schedule; the jobs it made stay."""
         if not self.engine.delete_schedule(name, actor=actor, now=self.queue.clock()):
-            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+            raise ScheduleNotFound(name)
 
     def run_now(self, name: str, actor: str) -> JobRecord:
         """Enqueue one job of the schedule now, outside its timing (its next fire time stays)."""
@@ -223,7 +223,7 @@ class Schedules:
         )  # fmt: skip
         fired = self.engine.fire_schedule(firing, now=now)
         if fired.job is None:
-            raise ScheduleNotFound(f"schedule {name!r} does not exist")
+            raise ScheduleNotFound(name)
         self.queue._notify_arrival()
         return fired.job
 
@@ -257,7 +257,7 @@ class Schedules:
                     self.queue.types.check([self._spec(schedule)])
                     job = self._new_job(schedule, now)
                 except JobValidationError as exc:
-                    log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc.detail)
+                    log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc)
             firing = Firing(
                 schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
                 schedule.revision, following,

@@ -33,6 +33,9 @@ _ABOUT_PEOPLE: dict[Refusal, LazyString] = {
     Refusal.PRODUCER_KEY_NEEDS_USER: _l("A producer key acts for a user: choose one."),
     Refusal.WORKER_KEY_HAS_USER: _l("A worker key acts for no user: leave the user empty."),
 }
+_CRON = _l(
+    "Not a cron expression: give five fields (minute hour day month weekday) or @hourly, @daily, @weekly, @monthly or @yearly."
+)
 _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.JOB_NOT_FOUND: _l("Job %(job_id)s does not exist."),
     Code.NOT_CANCELLABLE: _l("Only pending or running jobs can be cancelled."),
@@ -55,6 +58,19 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.CANCEL_NOT_REQUESTED: _l("Nobody asked to cancel job %(job_id)s."),
     Code.OUT_OF_RANGE: _l("Choose a number from %(low)s to %(high)s."),
     Code.TOO_LONG: _l("Use at most %(limit)s characters."),
+    Code.SCHEDULE_NOT_FOUND: _l("There is no schedule named %(name)s."),
+    Code.SCHEDULE_CHANGING: _l("The schedule %(name)s kept changing; try again."),
+    Code.SCHEDULE_EXISTS: _l("A schedule with this name exists."),
+    Code.BAD_SCHEDULE_NAME: _l(
+        "Use 1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit."
+    ),
+    Code.TIMING_NEEDED: _l("Give a cron expression or an interval, one of them."),
+    Code.CRON_FIELDS: _CRON,
+    Code.CRON_INVALID: _CRON,
+    Code.CRON_NEVER: _l("This cron expression never matches a date."),
+    Code.INTERVAL_OUT_OF_RANGE: _l("Enter a whole number of seconds from 1 to %(max)d."),
+    Code.UNKNOWN_TIMEZONE: _l("Choose a time zone from the list."),
+    Code.BAD_MISSED_POLICY: _l("Choose one of the listed options."),
 }
 _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
     SchemaFault.NOT_OBJECT: _l("The schema must be a JSON object."),

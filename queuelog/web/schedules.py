@@ -12,39 +12,22 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from wtforms import SelectChoice
 
-from queuelog.api.fields import json_document
-from queuelog.api.problems import ApiError
 from queuelog.i18n import timezone_choices
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import JobValidationError, QueueError
-from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, zone
-from queuelog.queue.schedules import Schedules, ScheduleValues, timing_problems
+from queuelog.queue.cron import Timing, zone
+from queuelog.queue.errors import each_refusal
+from queuelog.queue.inputs import check_document
+from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues, timing_refusals
 from queuelog.web import admin_required, queue
 from queuelog.web.forms import ConfirmForm, ScheduleForm
-from queuelog.web.jobs import _form_message
+from queuelog.web.refusals import form_field, refusal_text
 
 bp = Blueprint("web_schedules", __name__, url_prefix="/admin")
 
 
 def schedules() -> Schedules:
     return current_app.extensions["queuelog"]["schedules"]
-
-
-def _message(error: dict[str, str]) -> str:
-    """A refused field (queuelog/queue/schedules.py), said in the page's language."""
-    code = error.get("code")
-    messages = {
-        "name": _("Use 1 to 55 letters, digits, '_', '.' or '-', starting with a letter or digit."),
-        "taken": _("A schedule with this name exists."),
-        "timing": _("Give a cron expression or an interval, one of them."),
-        "cron": _(
-            "Not a cron expression: give five fields (minute hour day month weekday) or @hourly, @daily, @weekly, @monthly or @yearly."
-        ),
-        "interval": _("Enter a whole number of seconds from 1 to %(max)d.", max=MAX_INTERVAL_SECONDS),
-        "timezone": _("Choose a time zone from the list."),
-        "missed": _("Choose one of the listed options."),
-    }
-    return messages.get(code) or _form_message(error)
 
 
 def _fill_choices(form: ScheduleForm, current: str | None = None) -> None:
@@ -59,14 +42,15 @@ def _values(form: ScheduleForm, name: str) -> ScheduleValues | None:
     config = current_app.config["QUEUELOG"]
     try:
         payload = json.loads(form.payload.data or "{}")
-        json_document(
-            payload, "payload", max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
-        )
     except (ValueError, RecursionError):
         form.payload.errors.append(_("The payload must be a JSON object."))
         return None
-    except ApiError as exc:
-        form.payload.errors.append(_form_message(exc.errors[0]))
+    try:
+        check_document(
+            payload, "payload", max_bytes=config["MAX_PAYLOAD_BYTES"], max_depth=config["MAX_PAYLOAD_DEPTH"]
+        )
+    except JobValidationError as exc:
+        _show_errors(form, [exc])
         return None
     cron = (form.cron.data or "").strip() or None
     return ScheduleValues(
@@ -75,18 +59,20 @@ def _values(form: ScheduleForm, name: str) -> ScheduleValues | None:
     )  # fmt: skip
 
 
-def _show_errors(form: ScheduleForm, errors: list[dict[str, str]]) -> None:
-    for error in errors:
-        name = error["field"].split(".")[0].split("[")[0]
-        getattr(form, name, form.payload).errors.append(_message(error))
+def _show_errors(form: ScheduleForm, refusals: list[QueueError]) -> None:
+    """Each refusal in the page's language, beside the field it names (the payload's if none of the form's)."""
+    for refusal in refusals:
+        name = form_field(refusal)
+        field = form[name] if name is not None and name in form else form.payload
+        field.errors.append(refusal_text(refusal))
 
 
 def _preview(form: ScheduleForm) -> list[datetime] | None:
     """The next five fire times of the form's timing, or None with messages beside its fields."""
     cron = (form.cron.data or "").strip() or None
-    problems = timing_problems(cron, form.interval_seconds.data, form.timezone.data or "")
-    if problems:
-        _show_errors(form, problems)
+    refusals = timing_refusals(cron, form.interval_seconds.data, form.timezone.data or "")
+    if refusals:
+        _show_errors(form, list(refusals))
         return None
     return schedules().preview(Timing(cron, form.interval_seconds.data, form.timezone.data))
 
@@ -108,7 +94,7 @@ def _edit(form: ScheduleForm, schedule: Schedule | None):
                 flash(_("Schedule %(name)s saved.", name=name), "success")
                 return redirect(url_for("web_schedules.schedule_list"))
             except JobValidationError as exc:
-                _show_errors(form, exc.errors)
+                _show_errors(form, each_refusal(exc))
     elif schedule is not None:
         upcoming = schedules().upcoming(schedule)
     page = render_template(
@@ -145,7 +131,7 @@ def schedule_new():
 def schedule_edit(name: str):
     try:
         schedule = schedules().get(name)
-    except QueueError:
+    except ScheduleNotFound:
         abort(404)
     form = ScheduleForm(obj=schedule if request.method == "GET" else None)
     _fill_choices(form, schedule.type)
@@ -165,11 +151,11 @@ def schedule_change(name: str, change: str):
     if ConfirmForm().validate_on_submit():
         try:
             done = getattr(schedules(), actions[change])(name, current_user.username)
-        except JobValidationError:
-            flash(_("This job type is unknown or disabled."), "error")
-            return redirect(url_for("web_schedules.schedule_list"))
-        except QueueError:
+        except ScheduleNotFound:
             abort(404)
+        except QueueError as exc:  # "run now" of a type disabled since; an edit racing a resume
+            flash(refusal_text(exc), "error")
+            return redirect(url_for("web_schedules.schedule_list"))
         if change == "run":
             flash(_("Job %(id)d enqueued.", id=done.id), "success")
         elif change == "delete":

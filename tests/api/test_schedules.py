@@ -116,6 +116,33 @@ def test_bad_input_is_422_naming_the_field(admin, queue, change, field):
     assert admin.get("/schedules").json == {"schedules": []}  # nothing half-written
 
 
+def test_every_bad_field_is_named_at_once(admin):
+    bad = {**BODY, "name": "two words", "cron": "61 * * * *", "timezone": "Nowhere/Land", "type": "nope"}
+    answer = admin.post("/schedules", json=bad)
+    assert answer.status_code == 422
+    errors = answer.json["errors"]
+    assert [e["field"] for e in errors] == ["name", "cron", "timezone", "type"]
+    assert errors[1]["message"] == "is not a valid cron expression: Bad minute"
+    assert errors[2]["message"] == "is not an IANA time zone (e.g. Europe/Berlin)"
+    assert errors[3]["allowed"] == ["email", "pdf", "sync"]
+    assert (
+        answer.json["detail"].startswith("name: must be 1 to 55 letters")
+        and "; cron: " in answer.json["detail"]
+    )
+    assert admin.get("/schedules").json == {"schedules": []}
+
+
+def test_unknown_schedules_are_404(admin):
+    for answer in (
+        admin.get("/schedules/nope"),
+        delete(admin, "/schedules/nope"),
+        admin.post("/schedules/nope/run"),
+    ):
+        assert answer.status_code == 404
+        assert answer.json["type"] == "/problems/not-found"
+        assert answer.json["detail"] == "schedule 'nope' does not exist"
+
+
 def test_bad_changes_are_422_and_change_nothing(admin):
     before = admin.post("/schedules", json=BODY).json
     for change, field in [({"cron": "0 0 31 2 *"}, "cron"), ({"interval_seconds": 0}, "interval_seconds"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from queuelog.queue.cron import Timing, cron_problem, slot_after, upcoming
+from queuelog.queue import Code
+from queuelog.queue.cron import Timing, cron_refusal, slot_after, upcoming
 
 NY = ZoneInfo("America/New_York")
 
@@ -64,9 +65,14 @@ def test_intervals_count_real_seconds_from_the_slot_before():
     assert slot_after(timing, late, base) == base + timedelta(hours=6)
 
 
-def test_cron_problems():
-    assert cron_problem("@weekly") is None and cron_problem(" 0 12 * * 1-5 ") is None
-    assert "five fields" in cron_problem("0 12 * * * *")
-    assert "five fields" in cron_problem("@sometimes")
-    assert "not a valid cron expression" in cron_problem("0 24 * * *")
-    assert "not a valid cron expression" in cron_problem("0 0 30 2 *")
+def test_cron_refusals():
+    assert cron_refusal("@weekly") is None and cron_refusal(" 0 12 * * 1-5 ") is None
+    for expression, code in [
+        ("0 12 * * * *", Code.CRON_FIELDS),
+        ("@sometimes", Code.CRON_FIELDS),
+        ("0 24 * * *", Code.CRON_INVALID),
+        ("0 0 30 2 *", Code.CRON_INVALID),
+    ]:
+        refusal = cron_refusal(expression)
+        assert refusal is not None and (refusal.code, refusal.field) == (code, "cron"), expression
+    assert cron_refusal("0 0 30 2 *").params == {"reason": "Bad day-of-month"}

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queuelog.db import Database
-from queuelog.queue import JobValidationError, Queue
+from queuelog.queue import Code, JobValidationError, Queue
+from queuelog.queue.errors import each_refusal
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues
 from tests.queue.test_queue_layer import Clock
 
@@ -46,10 +47,11 @@ def jobs_of(sched: Schedules, name: str = "nightly"):
     return sched.queue.list_jobs(owner=f"schedule:{name}", limit=100)
 
 
-def refused(sched: Schedules, values: ScheduleValues) -> dict[str, str]:
+def refused(sched: Schedules, values: ScheduleValues) -> dict[str, Code]:
+    """The refused fields and their codes, each refusal at once."""
     with pytest.raises(JobValidationError) as caught:
         sched.add(values, "ada")
-    return {e["field"]: e["message"] for e in caught.value.errors}
+    return {r.field: r.code for r in each_refusal(caught.value)}
 
 
 def test_bad_input_names_the_field(sched):
@@ -58,22 +60,41 @@ def test_bad_input_names_the_field(sched):
     )
     sched.queue.types.add("old", "")
     sched.queue.types.update("old", enabled=False)
-    assert "cron" in refused(sched, daily(cron="61 * * * *"))
-    assert "cron" in refused(sched, daily(cron="* * *"))
-    assert "cron" in refused(sched, daily(cron=None))  # neither cron nor interval
-    assert "cron" in refused(sched, daily(interval_seconds=60))  # both
-    assert "interval_seconds" in refused(sched, daily(cron=None, interval_seconds=0))
-    assert "interval_seconds" in refused(sched, daily(cron=None, interval_seconds=-5))
-    assert "timezone" in refused(sched, daily(timezone="Mars/Olympus_Mons"))
-    assert "type" in refused(sched, daily(type="nope"))
-    assert "type" in refused(sched, daily(type="old"))
-    assert refused(sched, daily(type="report", payload={})) == {"payload": "'day' is a required property"}
-    assert list(refused(sched, daily(type="report", payload={"day": 3}))) == ["payload.day"]
-    assert "name" in refused(sched, daily(name="bad name"))
-    assert "missed" in refused(sched, daily(missed="sometimes"))
+    assert refused(sched, daily(cron="61 * * * *")) == {"cron": Code.CRON_INVALID}
+    assert refused(sched, daily(cron="* * *")) == {"cron": Code.CRON_FIELDS}
+    assert refused(sched, daily(cron=None)) == {"cron": Code.TIMING_NEEDED}  # neither cron nor interval
+    assert refused(sched, daily(interval_seconds=60)) == {"cron": Code.TIMING_NEEDED}  # both
+    assert refused(sched, daily(cron=None, interval_seconds=0)) == {
+        "interval_seconds": Code.INTERVAL_OUT_OF_RANGE
+    }
+    assert refused(sched, daily(cron=None, interval_seconds=-5)) == {
+        "interval_seconds": Code.INTERVAL_OUT_OF_RANGE
+    }
+    assert refused(sched, daily(timezone="Mars/Olympus_Mons")) == {"timezone": Code.UNKNOWN_TIMEZONE}
+    assert refused(sched, daily(type="nope")) == {"type": Code.UNKNOWN_TYPE}
+    assert refused(sched, daily(type="old")) == {"type": Code.UNKNOWN_TYPE}
+    with pytest.raises(JobValidationError) as caught:
+        sched.add(daily(type="report", payload={}), "ada")
+    assert (caught.value.code, caught.value.field) == (Code.SCHEMA_MISMATCH, "payload")
+    assert caught.value.params == {"reason": "'day' is a required property"}
+    assert refused(sched, daily(type="report", payload={"day": 3})) == {"payload.day": Code.SCHEMA_MISMATCH}
+    assert refused(sched, daily(name="bad name")) == {"name": Code.BAD_SCHEDULE_NAME}
+    assert refused(sched, daily(missed="sometimes")) == {"missed": Code.BAD_MISSED_POLICY}
     sched.add(daily(), "ada")
-    assert refused(sched, daily()) == {"name": "a schedule with this name exists"}
+    assert refused(sched, daily()) == {"name": Code.SCHEDULE_EXISTS}
     assert [s.name for s in sched.all()] == ["nightly"]
+
+
+def test_every_bad_field_is_refused_at_once(sched):
+    bad = daily(name="-x", cron=None, timezone="Nowhere", missed="never", type="nope")
+    assert refused(sched, bad) == {
+        "name": Code.BAD_SCHEDULE_NAME,
+        "cron": Code.TIMING_NEEDED,
+        "timezone": Code.UNKNOWN_TIMEZONE,
+        "missed": Code.BAD_MISSED_POLICY,
+        "type": Code.UNKNOWN_TYPE,
+    }
+    assert sched.all() == []
 
 
 def test_aliases_and_intervals(sched, clock):

@@ -12,6 +12,7 @@ import pytest
 
 from queuelog.api.refusals import TABLE
 from queuelog.queue import Code
+from queuelog.queue.errors import SCHEDULE_CODES
 from queuelog.queue.types import SchemaFault
 from queuelog.refusals import Refusal
 from tests.conftest import ROOT
@@ -142,6 +143,12 @@ def test_every_code_has_words_on_every_face():
     assert set(MESSAGES[Code]) == set(Code)
     assert set(MESSAGES[Refusal]) == set(Refusal)
     assert set(MESSAGES[SchemaFault]) == set(SchemaFault)
+
+
+def test_the_command_line_words_every_schedule_code_itself():
+    from queuelog.cli_schedules import WORDS
+
+    assert set(WORDS) == SCHEDULE_CODES
 
 
 def test_no_page_module_imports_the_json_api():

@@ -3,6 +3,7 @@ resume, run now, delete; bad input is a message beside the field and saves nothi
 
 from __future__ import annotations
 
+import html
 import re
 
 from tests.conftest import Browser, csrf_token
@@ -69,6 +70,36 @@ def test_bad_input_is_shown_beside_the_field(admin_browser: Browser, app):
     unknown = send(admin_browser, "/admin/schedules/new", form(type="pdf"))
     assert unknown.status_code == 422 and "type" in errors_beside(unknown.get_data(as_text=True))
     assert app.extensions["queuelog"]["schedules"].all() == []
+
+
+def test_every_bad_field_is_shown_at_once_in_german(admin_browser: Browser, app):
+    app.extensions["queuelog"]["queue"].types.add("report", "", {"properties": {"day": {"type": "string"}}})
+    admin_browser.submit("/", "/language", locale="de", next="/")
+    bad = form(name="two words", cron="61 * * * *", type="report", payload='{"day": 3}')
+    answer = send(admin_browser, "/admin/schedules/new", bad)
+    assert answer.status_code == 422
+    beside = {
+        field: html.unescape(words) for field, words in errors_beside(answer.get_data(as_text=True)).items()
+    }
+    assert beside == {
+        "name": "Verwende 1 bis 55 Buchstaben, Ziffern, '_', '.' oder '-', beginnend mit einem Buchstaben "
+        "oder einer Ziffer.",
+        "cron": "Kein Cron-Ausdruck: gib fünf Felder an (Minute Stunde Tag Monat Wochentag) oder @hourly, "
+        "@daily, @weekly, @monthly oder @yearly.",
+        "payload": "payload.day passt nicht zum Schema des Job-Typs: 3 is not of type 'string'",
+    }
+    assert app.extensions["queuelog"]["schedules"].all() == []
+
+
+def test_run_now_of_a_disabled_type_is_flashed_in_german(admin_browser: Browser, app):
+    send(admin_browser, "/admin/schedules/new", form(type="pdf"))
+    app.extensions["queuelog"]["queue"].types.update("pdf", enabled=False)
+    admin_browser.submit("/", "/language", locale="de", next="/")
+    ran = admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/run")
+    assert ran.status_code == 302
+    listing = html.unescape(admin_browser.get("/admin/schedules").get_data(as_text=True))
+    assert "Der Job-Typ pdf ist unbekannt oder gesperrt. Freigegebene Typen: email, sync." in listing
+    assert app.extensions["queuelog"]["queue"].list_jobs(owner="schedule:nightly") == []
 
 
 def test_pause_resume_run_delete(admin_browser: Browser, app):
