@@ -8,7 +8,7 @@ import json
 import pytest
 
 from queuelog.api.answers import JOB, JOB_STATE_FIELDS, WORKER_JOB_FIELDS
-from queuelog.api.base import _FOR_ADMINS, _FOR_OTHERS, _FOR_OWNERS
+from queuelog.api.base import _HIDDEN_FROM_ADMINS, _HIDDEN_FROM_OTHERS, _HIDDEN_FROM_OWNERS
 from queuelog.api.render import render_json
 from queuelog.factory import API_PATHS, SECURITY_HEADERS
 from tests.api.schema_strategies import Document
@@ -212,11 +212,11 @@ def test_a_job_answer_reads_as_its_declared_shape(producer, admin, worker, queue
     held = worker.post("/jobs/claim").json
     worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": 'a "b" \\ ü'})
     record = queue.get(job["id"])
-    for omit in (_FOR_ADMINS, _FOR_OWNERS, _FOR_OTHERS, frozenset()):
+    for omit in (_HIDDEN_FROM_ADMINS, _HIDDEN_FROM_OWNERS, _HIDDEN_FROM_OTHERS, frozenset()):
         text = render_json(JOB, record, omit)
         assert list(json.loads(text).items()) == list(JOB.render(record, omit).items())
-    assert parsed(admin.get(f"/jobs/{job['id']}")) == JOB.render(record, _FOR_ADMINS)
-    assert parsed(producer.get(f"/jobs/{job['id']}")) == JOB.render(record, _FOR_OWNERS)
+    assert parsed(admin.get(f"/jobs/{job['id']}")) == JOB.render(record, _HIDDEN_FROM_ADMINS)
+    assert parsed(producer.get(f"/jobs/{job['id']}")) == JOB.render(record, _HIDDEN_FROM_OWNERS)
 
 
 # -- the rest of a request -----------------------------------------------------------------------------
