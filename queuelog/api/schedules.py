@@ -9,6 +9,7 @@ from flask import current_app, g, url_for
 
 from queuelog.api.answers import SCHEDULE, SCHEDULE_LIST
 from queuelog.api.base import bp, job_json, json_response, requires
+from queuelog.api.render import json_text_response
 from queuelog.api.schemas import EMPTY_BODY, SCHEDULE_BODY, SCHEDULE_DEFAULTS, SCHEDULE_PATCH
 from queuelog.api.validation import read_body
 from queuelog.models import Schedule
@@ -104,4 +105,6 @@ def run_schedule(name: str):
     """Manage schedules."""
     EMPTY_BODY.parse(read_body())
     job = schedules().run_now(name, g.principal.name)
-    return json_response(job_json(job, g.principal), 201, {"Location": url_for("api.get_job", job_id=job.id)})
+    return json_text_response(
+        job_json(job, g.principal), 201, {"Location": url_for("api.get_job", job_id=job.id)}
+    )
