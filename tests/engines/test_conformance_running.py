@@ -80,16 +80,37 @@ def test_the_holder_stops_a_job_whose_cancellation_was_requested(db, engine):
     assert [(c.status, c.n) for c in engine.counts() if c.n] == [("cancelled", 1)]
 
 
-def test_a_failure_reported_as_a_cancellation_keeps_its_error(engine):
+def test_a_failure_of_a_job_asked_to_cancel_ends_it_cancelled_in_the_fail_itself(db, engine):
     held = held_job(engine)
+    plain = held_job(engine, "w2")
     engine.request_cancel(held.id, "admin", now=later(1))
-    stopped = engine.cancel_held(held.id, "w1", held.lease_token, now=later(2), error="Traceback: boom")
-    assert (stopped.status, stopped.error) == ("cancelled", "Traceback: boom")
-    assert [(e.event, e.actor, e.error) for e in engine.events(held.id)][-1] == (
+    stopped = engine.fail(
+        held.id, "w1", held.lease_token, now=later(2), error="Traceback: boom", retryable=True, backoff=FIXED
+    )
+    assert (stopped.status, stopped.error, stopped.retry_count, stopped.finished_at) == (
+        "cancelled",
+        "Traceback: boom",
+        0,  # not counted as a failed attempt: it is not retried
+        later(2),
+    )
+    assert (stopped.lease_token, stopped.cancel_requested_at, stopped.cancel_requested_by) == (
+        None,
+        None,
+        None,
+    )
+    assert [(e.event, e.actor, e.attempt, e.error) for e in engine.events(held.id)][-1] == (
         "cancelled",
         "w1",
+        1,
         "Traceback: boom",
     )
+    # the same statement fails a job nobody asked to cancel as before: retried after its backoff
+    retried = engine.fail(
+        plain.id, "w2", plain.lease_token, now=later(2), error="x", retryable=True, backoff=FIXED
+    )
+    assert (retried.status, retried.retry_count, retried.finished_at) == ("pending", 1, None)
+    assert history(engine, plain.id)[-1] == ("retry_scheduled", "w2", 1)
+    assert count_jobs(db) == {("cancelled", "email", 0): 1, ("pending", "email", 0): 1}
 
 
 def test_a_requested_job_whose_lease_expires_ends_cancelled_not_retried(engine):
