@@ -41,7 +41,7 @@ def _number(value) -> str:
     return format_decimal(value)
 
 
-def _percent(value: int) -> str:
+def _progress(value: int) -> str:
     """A progress of 0..100 as the page's language writes a percentage ("40 %" in German)."""
     return format_percent(value / 100)
 
@@ -90,7 +90,7 @@ def register_templating(app: Flask) -> None:
         when=_when,
         age=_age,
         number=_number,
-        percent=_percent,
+        progress_percent=_progress,  # monitor.py has "percent" for ratios
         pretty_json=_pretty_json,
         attempts=_attempts,
         error_headline=error_headline,

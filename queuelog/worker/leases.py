@@ -50,11 +50,8 @@ class Held:
                 raise
             self.sent_at = time.monotonic()
         if answer.get("cancel_requested") and not self.cancel_requested.is_set():
-            log.info(
-                "job %s: its cancellation was requested by %s",
-                self.job["id"],
-                answer.get("cancel_requested_by"),
-            )
+            # The compact JobState says that it was asked, not by whom (the job's history does).
+            log.info("job %s: its cancellation was requested", self.job["id"])
             self.cancel_requested.set()
 
     def report_progress(

@@ -37,7 +37,7 @@ def test_a_handler_reporting_progress_is_cancelled_mid_run(app, keys, live_serve
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     log = workers.output(proc)
-    assert "its cancellation was requested by admin" in log
+    assert f"job {job['id']}: its cancellation was requested" in log
     assert f"job {job['id']} (email) cancelled; ran" in log and "1 cancelled" in log
     assert "Traceback" not in log
 
