@@ -20,7 +20,13 @@ from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
 API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
-API_PATHS = ("/jobs", "/healthz", "/metrics", "/openapi.json")  # every route of the API blueprint
+API_PATHS = (
+    "/jobs",
+    "/schedules",
+    "/healthz",
+    "/metrics",
+    "/openapi.json",
+)  # every route of the API blueprint
 log = logging.getLogger("queuelog")
 
 
@@ -46,12 +52,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.update({k: v for k, v in test_config.items() if k != "QUEUELOG"})
 
+    app.session_interface = ApiFreeSessions()  # the pages' live refresh refines it (web/monitor.py)
     register_extensions(app)
     register_blueprints(app)
     register_errorhandlers(app)
     register_commands(app)
     app.after_request(_security_headers)
-    app.session_interface = ApiFreeSessions()
     if config["TRUSTED_PROXIES"] > 0:  # the client address: from X-Forwarded-For, as our proxies wrote it
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])
     return app

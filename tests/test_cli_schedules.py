@@ -3,6 +3,8 @@ on stderr with exit status 1; every change is in the audit log as ``cli``."""
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import select
 
 from queuelog.models import AuditLog
@@ -32,7 +34,11 @@ def test_add_list_pause_resume_run_remove(runner, app):
     ran = runner.invoke(args=["schedules", "run", "nightly"])
     assert ran.exit_code == 0 and ran.stdout.startswith("enqueued job ")
     job = app.extensions["queuelog"]["queue"].get(int(ran.stdout.split()[2]))
-    assert (job.owner, job.payload, job.priority) == ("schedule:nightly", {"to": "ops@example.com"}, 20)
+    assert (job.owner, json.loads(job.payload), job.priority) == (
+        "schedule:nightly",
+        {"to": "ops@example.com"},
+        20,
+    )
     assert runner.invoke(args=["schedules", "remove", "poll"]).stdout == "removed schedule poll\n"
     assert [row[0] for row in lines(runner.invoke(args=["schedules", "list"]))] == ["nightly"]
     with app.extensions["queuelog"]["db"].session() as session:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -81,7 +82,7 @@ def test_eight_workers_claim_and_complete_500_jobs_exactly_once(app, keys, live_
     jobs = queue.list_jobs(limit=total + 1)
     assert len(jobs) == total
     assert all(job["status"] == "completed" for job in jobs)
-    assert all(job["result"] == {"by": job["worker_id"]} for job in jobs)
+    assert all(json.loads(job["result"]) == {"by": job["worker_id"]} for job in jobs)
 
 
 def test_concurrent_enqueues_with_one_idempotency_key_make_one_job(app, keys, live_server):

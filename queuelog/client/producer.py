@@ -27,7 +27,7 @@ from queuelog.client.errors import (
     WaitTimeout,
     from_answer,
 )
-from queuelog.client.shapes import JobPage, job_body
+from queuelog.client.shapes import JobPage, job_body, rfc3339
 from queuelog.job import Event, Job
 from queuelog.transport import Answer, NoAnswer, Transport
 
@@ -185,15 +185,42 @@ class Client:
         status: str | None = None,
         type: str | None = None,
         priority: str | None = None,
+        worker: str | None = None,
+        created_from: datetime | str | None = None,
+        created_to: datetime | str | None = None,
+        finished_from: datetime | str | None = None,
+        finished_to: datetime | str | None = None,
+        error: str | None = None,
+        payload_path: str | None = None,
+        payload_value: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> JobPage:
-        """One page of jobs, newest first: a producer's own, or every job for an admin. ``cursor`` is the
-        ``next_cursor`` of the page before."""
-        filters = {"status": status, "type": type, "priority": priority, "limit": limit, "cursor": cursor}
-        query = urlencode({k: v for k, v in filters.items() if v is not None})
+        """One page of jobs, newest first: a producer's own, or every job for an admin, narrowed by the
+        search filters of ``GET /jobs`` (README, "JSON API"; ``error`` is for admins). Times are aware
+        datetimes or RFC 3339 text. ``cursor`` is the ``next_cursor`` of the page before; a page that
+        examined its whole search window says so in ``window_full`` and still has a cursor."""
+        filters = {
+            "status": status,
+            "type": type,
+            "priority": priority,
+            "worker": worker,
+            "created_from": created_from,
+            "created_to": created_to,
+            "finished_from": finished_from,
+            "finished_to": finished_to,
+            "error": error,
+            "payload_path": payload_path,
+            "payload_value": payload_value,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        query = urlencode(
+            {k: rfc3339(v, k) if isinstance(v, datetime) else v for k, v in filters.items() if v is not None}
+        )
         answer = self.request("GET", "/jobs" + (f"?{query}" if query else ""))
-        return JobPage([Job.from_json(item) for item in answer["jobs"]], answer["next_cursor"])
+        jobs = [Job.from_json(item) for item in answer["jobs"]]
+        return JobPage(jobs, answer["next_cursor"], bool(answer.get("window_full", False)))
 
     def pages(self, **filters: Any) -> Iterator[JobPage]:
         """Every page of ``list(**filters)``, following the cursors, one request per page as it is read."""

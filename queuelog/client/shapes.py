@@ -17,6 +17,7 @@ class JobPage:
 
     jobs: list[Job]
     next_cursor: str | None
+    window_full: bool = False  # the page examined its whole search window (README, "JSON API")
 
     def __iter__(self) -> Iterator[Job]:
         return iter(self.jobs)
@@ -25,12 +26,12 @@ class JobPage:
         return len(self.jobs)
 
 
-def rfc3339(value: datetime | str) -> str:
-    """A start time as the API takes it: an aware datetime in UTC with ``Z``; text is sent as it is."""
+def rfc3339(value: datetime | str, name: str = "run_at") -> str:
+    """A time as the API takes it: an aware datetime in UTC with ``Z``; text is sent as it is."""
     if isinstance(value, str):
         return value
     if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("run_at must be an aware datetime (give it a tzinfo) or RFC 3339 text")
+        raise ValueError(f"{name} must be an aware datetime (give it a tzinfo) or RFC 3339 text")
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 

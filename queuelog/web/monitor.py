@@ -11,13 +11,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from flask import Blueprint, Flask, abort, flash, redirect, render_template, request, url_for
-from flask.sessions import SecureCookieSessionInterface
 from flask_babel import format_decimal, format_percent, format_time, format_timedelta
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
 
 from queuelog.auth import AuthError, revoke_key
+from queuelog.factory import ApiFreeSessions
 from queuelog.models import ApiKey, utcnow
 from queuelog.queue import monitor as console_stats
 from queuelog.queue.monitor import ConsoleStats
@@ -29,8 +29,9 @@ bp = Blueprint("web_console", __name__, url_prefix="/admin")
 LIVE_HEADER = "X-Queuelog-Live"
 
 
-class LiveAwareSessions(SecureCookieSessionInterface):
-    """Flask's signed-cookie sessions, except that a live refresh's answer leaves the cookie as it is."""
+class LiveAwareSessions(ApiFreeSessions):
+    """The app's sessions (none for the API), except that a live refresh's answer leaves the cookie as it
+    is: an open tab does not keep a login alive past its idle limit."""
 
     def should_set_cookie(self, app: Flask, session) -> bool:  # type: ignore[override]
         if request.headers.get(LIVE_HEADER) == "1" and not session.modified:

@@ -3,6 +3,7 @@ management writes with their audit rows, and firing a slot: once, with its job, 
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 
@@ -124,7 +125,7 @@ def test_a_slot_fires_once_with_its_job_history_and_counts(db, engine):
     fired = engine.fire_schedule(firing(schedule), now=later(3601))
     job = fired.job
     assert fired.fired and job.owner == "schedule:nightly" and job.status == "pending"
-    assert (job.type, job.payload, job.priority, job.max_retries) == (
+    assert (job.type, json.loads(job.payload), job.priority, job.max_retries) == (
         "email",
         {"to": "ops@example.com"},
         10,

@@ -4,6 +4,7 @@ the same schedule at once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -110,7 +111,7 @@ def test_a_slot_fires_on_time_once_and_the_schedule_moves_on(sched, clock):
     assert [f.fired for f in sched.fire_due()] == [True]
     assert sched.fire_due() == []  # nothing due any more
     (job,) = jobs_of(sched)
-    assert job.owner == "schedule:nightly" and job.payload == {"to": "a@b.c"}
+    assert job.owner == "schedule:nightly" and json.loads(job.payload) == {"to": "a@b.c"}
     schedule = sched.get("nightly")
     assert schedule.last_fire_at == START.replace(hour=3) + timedelta(days=1)
     assert schedule.next_fire_at == START.replace(hour=3) + timedelta(days=2)
