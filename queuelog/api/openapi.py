@@ -234,43 +234,6 @@ def _paths() -> dict[str, Any]:
                 required=False,
             ),
         },
-        "/jobs/{job_id}/snooze": {
-            "post": _op(
-                "Hand a held job back to run later, not counted as a failure (the lease holder)",
-                {
-                    "200": _json(
-                        "The job, pending (or cancelled, when that was requested); with Prefer: "
-                        "return=minimal, where it stands",
-                        _either(answers.JOB, answers.JOB_STATE),
-                        APPLIED,
-                    ),
-                    "404": NOT_FOUND,
-                    "409": _problem(
-                        Configured(
-                            text="Not the lease holder; or invalid-state: snoozed {MAX_SNOOZES} times already"
-                        )
-                    ),
-                },
-                schemas.SNOOZE_BODY,
-                [JOB_ID, PREFER],
-            ),
-        },
-        "/jobs/{job_id}/cancelled": {
-            "post": _op(
-                "Report that a held job stopped because its cancellation was requested (the lease holder)",
-                {
-                    "200": _json(
-                        "The job, cancelled; with Prefer: return=minimal, where it stands",
-                        _either(answers.JOB, answers.JOB_STATE),
-                        APPLIED,
-                    ),
-                    "404": NOT_FOUND,
-                    "409": _problem("Not the lease holder; or invalid-state: no cancellation was requested"),
-                },
-                schemas.CANCELLED_BODY,
-                [JOB_ID, PREFER],
-            ),
-        },
         "/jobs/{job_id}/retry": {
             "post": _op(
                 "Retry a failed or cancelled job (admin)",
@@ -312,7 +275,8 @@ def _paths() -> dict[str, Any]:
 
 def document(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The whole document, with ``limits`` (the app's ``QUEUELOG`` configuration) filled in."""
-    from queuelog.api.openapi_schedules import schedule_paths  # it builds on this module's helpers
+    from queuelog.api.openapi_running import running_paths  # they build on this module's helpers
+    from queuelog.api.openapi_schedules import schedule_paths
 
     return fill(
         {
@@ -327,7 +291,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
                 "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                 "schemas": COMPONENTS,
             },
-            "paths": {**_paths(), **schedule_paths()},
+            "paths": {**_paths(), **running_paths(), **schedule_paths()},
         },
         limits,
     )
