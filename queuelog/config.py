@@ -40,6 +40,7 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "SQLITE_BUSY_TIMEOUT_MS": (30000, _INT),
     "AUTO_UPGRADE": (None, _bool),  # None: upgrade SQLite by itself, never PostgreSQL
     "LONG_POLL_INTERVAL": (0.2, _float),
+    "MAX_SNOOZES": (50, _INT),  # how often one job may be snoozed (docs/running-jobs.md)
     "RETENTION": (None, str),  # e.g. "7d": prune finished jobs older than this on a schedule
     "PRUNE_INTERVAL": (3600.0, _float),
     "SCHEDULE_TICK": (1.0, _float),  # seconds between looks for due schedules (0: this process never fires)

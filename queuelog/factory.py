@@ -80,6 +80,7 @@ def register_extensions(app: Flask) -> None:
         backoff_base=config["RETRY_BACKOFF_BASE"],
         backoff_max=config["RETRY_BACKOFF_MAX"],
         poll_interval=config["LONG_POLL_INTERVAL"],
+        max_snoozes=config["MAX_SNOOZES"],
     )
     from queuelog.queue.schedules import Schedules
 

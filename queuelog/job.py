@@ -1,7 +1,9 @@
 """A job and its history as the JSON API answers them, for Python programs.
 
 One definition serves both clients: the worker hands a ``Job`` to each handler, and the producer client
-(``queuelog.client``) returns them from enqueue, get, list and wait. Standard library only. The fields are
+(``queuelog.client``) returns them from enqueue, get, list and wait. Standard library only. A handler's
+job also talks back while it runs (docs/running-jobs.md): ``report_progress``, ``should_stop``,
+``check_cancelled`` and ``snooze`` go through the worker that runs it; on a producer's job they refuse. The fields are
 those of the API's job answer (README, "Jobs"; ``tests/client/test_types.py`` checks that they match the
 declared answer). An answer may leave fields out (a caller who may not see ``error``, say): those are
 None, and ``raw`` keeps the answer as it came, unknown fields included.
@@ -11,11 +13,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 
-_TIMES = ("claimed_at", "lease_expires_at", "available_at", "created_at", "updated_at", "finished_at")
+_TIMES = (
+    "claimed_at",
+    "lease_expires_at",
+    "available_at",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "cancel_requested_at",
+    "progress_updated_at",
+)
+
+
+class CancelRequested(BaseException):
+    """Raised in a handler by ``job.report_progress()`` or ``job.check_cancelled()`` once the job's
+    cancellation was requested. Let it propagate (clean up in ``finally``): the worker reports the job
+    cancelled. A BaseException, like asyncio's CancelledError, so that ``except Exception`` does not
+    swallow it."""
+
+
+class Snooze(BaseException):
+    """Raise ``Snooze(seconds)`` (or call ``job.snooze(seconds)``) in a handler to hand the job back to
+    run again after ``seconds`` (1 to 86400), without counting a failure. The server allows a job a
+    limited number of snoozes (QUEUELOG_MAX_SNOOZES); past it the worker reports a retryable failure."""
+
+    def __init__(self, delay_seconds: float):
+        super().__init__(f"snooze for {delay_seconds} s")
+        self.delay_seconds = delay_seconds
+
+
+class Running(Protocol):
+    """What a worker attaches to the job it hands a handler (queuelog/worker/leases.py)."""
+
+    def stop_requested(self) -> bool:
+        """Whether the job's cancellation was requested, as the worker last heard."""
+        ...
+
+    def report(self, percent: int | None, message: str | None) -> None:
+        """Send (or keep for the next heartbeat) a progress report."""
+        ...
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -46,16 +86,56 @@ class Job:
     idempotency_key: str | None = None  # shown to the owner and admins only
     error: str | None = None  # the last error, redacted; shown to admins only
     lease_token: str | None = None  # in a claim's answer only
+    # A running job's cancellation, progress and snoozes as the answer showed them (docs/running-jobs.md).
+    cancel_requested: bool = False
+    cancel_requested_at: datetime | None = None
+    cancel_requested_by: str | None = None
+    progress: int | None = None  # percent
+    progress_message: str | None = None
+    progress_updated_at: datetime | None = None
+    snooze_count: int = 0
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Job:
-        """The job of an API answer."""
+    def from_json(cls, data: dict[str, Any], running: Running | None = None) -> Job:
+        """The job of an API answer; a worker passes ``running``, its line back to the server."""
         values = {name: data[name] for name in _FIELDS if name in data}
         for name in _TIMES:
             if name in values:
                 values[name] = parse_time(values[name])
-        return cls(**values, raw=data)
+        job = cls(**values, raw=data)
+        object.__setattr__(job, "_running", running)  # not a field: no answer carries it
+        return job
+
+    # -- a handler's job, while its worker runs it -------------------------------------------------------
+
+    def _line(self) -> Running:
+        running: Running | None = getattr(self, "_running", None)
+        if running is None:
+            raise RuntimeError("only the worker running a job can report on it")
+        return running
+
+    def should_stop(self) -> bool:
+        """Whether the job's cancellation was requested while it runs: the worker learns it from its
+        heartbeats (every third of the lease) and progress reports. ``cancel_requested`` is as claimed."""
+        return self._line().stop_requested()
+
+    def check_cancelled(self) -> None:
+        """Raise CancelRequested if the job's cancellation was requested: call it where stopping is safe."""
+        if self.should_stop():
+            raise CancelRequested(f"job {self.id}: cancellation requested")
+
+    def report_progress(self, percent: int | None = None, message: str | None = None) -> None:
+        """Report how far the job is (0..100, and/or a message of 1 to 200 characters), shown on its page;
+        sent at once, or with the next heartbeat when the last report went out less than a second ago.
+        Then, like ``check_cancelled``, raise CancelRequested if its cancellation was requested."""
+        self._line().report(percent, message)
+        self.check_cancelled()
+
+    def snooze(self, delay_seconds: float) -> None:
+        """Hand the job back to run again after ``delay_seconds`` (raises Snooze)."""
+        self._line()
+        raise Snooze(delay_seconds)
 
     @property
     def attempt(self) -> int:

@@ -184,6 +184,16 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp())
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     error: Mapped[str | None] = mapped_column(Text)
+    # A running job's cancellation, asked for and not yet carried out (docs/running-jobs.md): cleared when
+    # the job ends cancelled; the history keeps who asked and when.
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    cancel_requested_by: Mapped[str | None] = mapped_column(String(64))
+    # The running attempt's last progress report; stale once progress_at is older than claimed_at.
+    progress_percent: Mapped[int | None] = mapped_column(SmallInteger)
+    progress_note: Mapped[str | None] = mapped_column(String(200))
+    progress_at: Mapped[datetime | None] = mapped_column(Timestamp())
+    # How often a worker handed the job back to run later; capped by QUEUELOG_MAX_SNOOZES.
+    snooze_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have

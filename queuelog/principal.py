@@ -1,7 +1,7 @@
 """Who is acting, and what they may do: the access rules, written once (README, "JSON API" and "The
 pages"). The JSON API asks the principal behind the API key, the pages the one behind the login.
 
-- Admins see and may cancel every job, see the error text of failed attempts, may use any priority and
+- Admins see and may cancel every job (a running one: ask its worker to stop it), see the error text of failed attempts, may use any priority and
   retry failed or cancelled jobs.
 - A producer (any user) sees and may cancel its own jobs, with their idempotency keys, up to ``medium``.
 - A worker sees only the jobs it holds (running, leased to it), and none of their errors.
@@ -90,8 +90,12 @@ class Principal:
         return self.owner_scope
 
     def may_cancel(self, job: Mapping[str, Any]) -> bool:
-        """Admins cancel any pending job, users their own."""
-        return job["status"] == "pending" and (self.is_admin or self.owns(job))
+        """Admins cancel any pending job, users their own; likewise they ask for a running job's
+        cancellation, once (docs/running-jobs.md)."""
+        cancellable = job["status"] == "pending" or (
+            job["status"] == "running" and not job["cancel_requested"]
+        )
+        return cancellable and (self.is_admin or self.owns(job))
 
     @property
     def may_retry_jobs(self) -> bool:

@@ -72,6 +72,24 @@ JOB_FIELDS: dict[str, Field] = {
     "idempotency_key": answer({"type": ["string", "null"]}, "Shown to its owner and admins only."),
     "error": answer({"type": ["string", "null"]}, "The last error, redacted; shown to admins only."),
     "lease_token": answer({"type": "string"}, "In claim answers only: send it back with every report."),
+    # A running job's cancellation, progress and snoozes (docs/running-jobs.md).
+    "cancel_requested": answer(
+        {"type": "boolean"},
+        "True while someone's request to cancel the running job waits for its worker: the worker should "
+        "stop and report POST /jobs/{id}/cancelled.",
+    ),
+    "cancel_requested_at": _time(
+        "When a cancellation was requested; null when none was, or once the job ended cancelled (its "
+        "history keeps it). A job completed despite the request keeps it."
+    ),
+    "cancel_requested_by": answer({"type": ["string", "null"]}, "Who asked for it, likewise."),
+    "progress": answer(
+        {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+        "The running attempt's last reported progress, in percent; null when it reported none.",
+    ),
+    "progress_message": answer({"type": ["string", "null"]}, "The message of that report."),
+    "progress_updated_at": _time("When that report came."),
+    "snooze_count": answer({"type": "integer"}, "How often a worker handed the job back to run later."),
 }
 SHOWN_TO_SOME = frozenset({"idempotency_key", "error", "lease_token"})
 JOB = Shape(
@@ -86,7 +104,16 @@ COMPONENTS["ClaimedJob"] = {
     "allOf": [{"$ref": REF + "Job"}, {"required": ["lease_token"]}],
 }
 # The compact answers a worker asks for with "Prefer: return=minimal" (RFC 7240; README, "JSON API").
-WORKER_JOB_FIELDS = ("id", "type", "payload", "priority", "retry_count", "max_retries", "lease_expires_at")
+WORKER_JOB_FIELDS = (
+    "id",
+    "type",
+    "payload",
+    "priority",
+    "retry_count",
+    "max_retries",
+    "lease_expires_at",
+    "snooze_count",  # a handler that snoozes sees how often it did (QUEUELOG_MAX_SNOOZES caps it)
+)
 WORKER_JOB = Shape(
     "WorkerJob",
     "A claimed job as a worker needs it (Prefer: return=minimal): what to run, its attempts and its lease.",
@@ -101,11 +128,20 @@ WORKER_JOBS = Shape(
     required=("jobs",),
     closed=False,
 )
-JOB_STATE_FIELDS = ("id", "status", "retry_count", "max_retries", "available_at", "lease_expires_at")
+JOB_STATE_FIELDS = (
+    "id",
+    "status",
+    "retry_count",
+    "max_retries",
+    "available_at",
+    "lease_expires_at",
+    "cancel_requested",  # how the worker learns from its heartbeats that it should stop the job
+)
 JOB_STATE = Shape(
     "JobState",
     "Where a job stands after a report or heartbeat (Prefer: return=minimal): pending again or failed "
-    "after a failure, with its next time; its lease after a heartbeat.",
+    "after a failure, with its next time; its lease, and whether its cancellation was requested, after a "
+    "heartbeat.",
     {key: JOB_FIELDS[key] for key in JOB_STATE_FIELDS},
     required=JOB_STATE_FIELDS,
     closed=False,

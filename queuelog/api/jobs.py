@@ -122,7 +122,8 @@ def cancel(job_id: int):
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
     principal: Principal = g.principal
     job = queue().cancel(job_id, principal.name, owner=principal.cancel_scope)
-    return json_text_response(job_json(job, principal))
+    # 202: a running job's cancellation is asked for; its worker stops it (docs/running-jobs.md)
+    return json_text_response(job_json(job, principal), 202 if job.status == "running" else 200)
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")

@@ -193,7 +193,8 @@ def _paths() -> dict[str, Any]:
         },
         "/jobs/{job_id}/heartbeat": {
             "post": _op(
-                "Extend the lease (the lease holder)",
+                "Extend the lease, and report progress (the lease holder); the answer's cancel_requested "
+                "says whether to stop (the compact JobState carries it too)",
                 {"200": REPORTED, "404": NOT_FOUND, "409": NOT_HOLDER},
                 schemas.HEARTBEAT_BODY,
                 [JOB_ID, PREFER],
@@ -204,7 +205,8 @@ def _paths() -> dict[str, Any]:
                 "Report failure (the lease holder)",
                 {
                     "200": _json(
-                        "The job, pending again or failed; with Prefer: return=minimal, where it stands",
+                        "The job, pending again or failed (cancelled when its cancellation was requested); with "
+                        "Prefer: return=minimal, where it stands",
                         _either(answers.JOB, answers.JOB_STATE),
                         APPLIED,
                     ),
@@ -217,8 +219,16 @@ def _paths() -> dict[str, Any]:
         },
         "/jobs/{job_id}/cancel": {
             "post": _op(
-                "Cancel a pending job (owner, admin)",
-                {"200": JOB, "404": NOT_FOUND, "409": _problem("Not pending")},
+                "Cancel a pending job, or ask the worker of a running one to stop it (owner, admin)",
+                {
+                    "200": _json("The job, cancelled", _schema(answers.JOB)),
+                    "202": _json(
+                        "The job, still running, with cancel_requested: its worker stops it",
+                        _schema(answers.JOB),
+                    ),
+                    "404": NOT_FOUND,
+                    "409": _problem("Neither pending nor running"),
+                },
                 schemas.EMPTY_BODY,
                 [JOB_ID],
                 required=False,
@@ -265,7 +275,8 @@ def _paths() -> dict[str, Any]:
 
 def document(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The whole document, with ``limits`` (the app's ``QUEUELOG`` configuration) filled in."""
-    from queuelog.api.openapi_schedules import schedule_paths  # it builds on this module's helpers
+    from queuelog.api.openapi_running import running_paths  # they build on this module's helpers
+    from queuelog.api.openapi_schedules import schedule_paths
 
     return fill(
         {
@@ -280,7 +291,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
                 "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                 "schemas": COMPONENTS,
             },
-            "paths": {**_paths(), **schedule_paths()},
+            "paths": {**_paths(), **running_paths(), **schedule_paths()},
         },
         limits,
     )

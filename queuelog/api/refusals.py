@@ -27,7 +27,7 @@ def _state(verb: str, allowed: str) -> Callable[[dict[str, Any]], str]:
 _INVALID = (422, "validation-failed")
 TABLE: dict[Code, Wording] = {
     Code.JOB_NOT_FOUND: Wording(404, "not-found", lambda p: f"job {p['job_id']} does not exist"),
-    Code.NOT_PENDING: Wording(409, "invalid-state", _state("cancelled", "pending")),
+    Code.NOT_CANCELLABLE: Wording(409, "invalid-state", _state("cancelled", "pending or running")),
     Code.NOT_RETRYABLE: Wording(409, "invalid-state", _state("retried", "failed or cancelled")),
     Code.NOT_LEASE_HOLDER: Wording(
         409,
@@ -60,6 +60,16 @@ TABLE: dict[Code, Wording] = {
     Code.NOT_FINITE: Wording(*_INVALID, lambda p: "numbers must be finite"),
     Code.NOT_PRINTABLE: Wording(*_INVALID, lambda p: "must contain only printable characters"),
     Code.TIME_OUT_OF_RANGE: Wording(*_INVALID, lambda p: "is out of range"),
+    Code.SNOOZE_LIMIT: Wording(
+        409,
+        "invalid-state",
+        lambda p: f"job {p['job_id']} was snoozed {p['limit']} times already, the limit: complete or fail it",
+    ),
+    Code.CANCEL_NOT_REQUESTED: Wording(
+        409, "invalid-state", lambda p: f"job {p['job_id']}: its cancellation was not requested"
+    ),
+    Code.OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be a number from {p['low']} to {p['high']}"),
+    Code.TOO_LONG: Wording(*_INVALID, lambda p: f"must be at most {p['limit']} characters"),
     Code.SCHEDULE_NOT_FOUND: Wording(404, "not-found", lambda p: f"schedule {p['name']!r} does not exist"),
     Code.SCHEDULE_CHANGING: Wording(
         409, "invalid-state", lambda p: f"schedule {p['name']!r} kept changing; try again"

@@ -26,6 +26,7 @@ from queuelog.api.shapes import Configured, Field, ListOf, Shape
 from queuelog.inputs import ascii_int
 from queuelog.models import STATUSES
 from queuelog.queue.cron import MAX_INTERVAL_SECONDS
+from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS, MIN_SNOOZE_SECONDS
 from queuelog.queue.schedules import MISSED_POLICIES
 
 MAX_BATCH_ENQUEUE = 500
@@ -183,8 +184,17 @@ CLAIM_BODY = Shape(
 )
 HEARTBEAT_BODY = Shape(
     "HeartbeatBody",
-    "Extend the lease.",
-    {"lease_token": LEASE_TOKEN, "lease_seconds": LEASE_SECONDS},
+    "Extend the lease; report the attempt's progress too, if you like (docs/running-jobs.md).",
+    {
+        "lease_token": LEASE_TOKEN,
+        "lease_seconds": LEASE_SECONDS,
+        "progress": integer(
+            0, 100, "How far the attempt is, in percent (shown on the job's page).", nullable=True
+        ),
+        "progress_message": text(
+            MAX_PROGRESS_MESSAGE, "A short note on what the attempt is doing.", nullable=True
+        ),
+    },
     required=("lease_token",),
 )
 RESULT = document("The job's result.", nullable=True)
@@ -236,6 +246,29 @@ BATCH_COMPLETE_BODY = Shape(
     required=("jobs",),
 )
 
+# -- running jobs (docs/running-jobs.md) --------------------------------------------------------------
+
+SNOOZE_BODY = Shape(
+    "SnoozeBody",
+    "Hand the held job back to run later, without counting a failure.",
+    {
+        "lease_token": LEASE_TOKEN,
+        "delay_seconds": number(
+            MIN_SNOOZE_SECONDS,
+            MAX_SNOOZE_SECONDS,
+            "When the job becomes claimable again, in seconds from now.",
+            missing=f"is required and must be a number from {MIN_SNOOZE_SECONDS} to {MAX_SNOOZE_SECONDS}",
+        ),
+    },
+    required=("lease_token", "delay_seconds"),
+)
+CANCELLED_BODY = Shape(
+    "CancelledBody",
+    "Report that the held job stopped because its cancellation was requested.",
+    {"lease_token": LEASE_TOKEN},
+    required=("lease_token",),
+)
+
 # -- schedules (admins; docs/schedules.md) -------------------------------------------------------------
 
 _SCHEDULE_FIELDS = {
@@ -283,6 +316,8 @@ SCHEDULE_PATCH = Shape(
 )
 
 REQUESTS = (
+    SNOOZE_BODY,
+    CANCELLED_BODY,
     JOB_BODY,
     BATCH_BODY,
     EMPTY_BODY,

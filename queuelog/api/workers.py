@@ -79,7 +79,7 @@ def _answer(text: str, minimal: bool) -> Response:
     return json_text_response(text, 200, MINIMAL if minimal else None)
 
 
-def _report_answer(job: JobRecord) -> Response:
+def report_answer(job: JobRecord) -> Response:
     """The job after a report: where it stands (Prefer: return=minimal), or the whole job."""
     if wants_minimal():
         return _answer(render_json(JOB_STATE, job), True)
@@ -93,7 +93,7 @@ def complete(job_id: int):
     body = COMPLETE_BODY.parse(read_body())
     token = body["lease_token"]
     result_json = None if body["result"] is None else body["result"].text
-    return _report_answer(queue().complete(job_id, g.principal.name, token, result_json))
+    return report_answer(queue().complete(job_id, g.principal.name, token, result_json))
 
 
 @bp.post("/jobs/<jobid:job_id>/heartbeat")
@@ -102,7 +102,14 @@ def heartbeat(job_id: int):
     """Extend leases."""
     body = HEARTBEAT_BODY.parse(read_body())
     token, lease = body["lease_token"], body["lease_seconds"]
-    return _report_answer(queue().heartbeat(job_id, g.principal.name, token, lease))
+    percent, message = body["progress"], body["progress_message"]
+    if percent is None and message is None:
+        job = queue().heartbeat(job_id, g.principal.name, token, lease)
+    else:  # with a progress report (queue/running.py)
+        job = queue().progress(
+            job_id, g.principal.name, token, percent=percent, message=message, lease_seconds=lease
+        )
+    return report_answer(job)
 
 
 @bp.post("/jobs/<jobid:job_id>/fail")
@@ -111,4 +118,4 @@ def fail(job_id: int):
     """Fail jobs."""
     body = FAIL_BODY.parse(read_body())
     token, error, retryable = body["lease_token"], body["error"], body["retryable"]
-    return _report_answer(queue().fail(job_id, g.principal.name, token, error, retryable=retryable))
+    return report_answer(queue().fail(job_id, g.principal.name, token, error, retryable=retryable))

@@ -240,9 +240,10 @@ class Client:
     # -- acting ---------------------------------------------------------------------------------------
 
     def cancel(self, job_id: int) -> Job:
-        """Cancel a pending job; returns it. ``InvalidState`` when it is no longer pending — unless an
-        earlier attempt of this very call got no answer and the job is now cancelled: then it returns the
-        job, as the first attempt would have."""
+        """Cancel a pending job, or ask the worker of a running one to stop it (the job comes back still
+        running, ``cancel_requested``; docs/running-jobs.md); returns it. ``InvalidState`` when it is
+        neither — unless an earlier attempt of this very call got no answer and the job is now cancelled:
+        then it returns the job, as the first attempt would have."""
         try:
             return Job.from_json(self.request("POST", _job_path(job_id, "/cancel")))
         except InvalidState as exc:

@@ -34,6 +34,7 @@ from queuelog.engines.records import (
     Unchanged,
     WorkerKeyRow,
 )
+from queuelog.engines.running import RunningOperations
 
 if TYPE_CHECKING:
     from queuelog.engines.schedules import Fired, Firing
@@ -68,9 +69,32 @@ class JobRecord(NamedTuple):
     finished_at: datetime | None
     result: str | None
     error: str | None
+    # A running job's cancellation, progress and snoozes (docs/running-jobs.md): read them through the
+    # properties below, which hide a progress report left over from an earlier attempt.
+    cancel_requested_at: datetime | None
+    cancel_requested_by: str | None
+    progress_percent: int | None
+    progress_note: str | None
+    progress_at: datetime | None
+    snooze_count: int
 
     def __getitem__(self, name: str) -> Any:  # type: ignore[override]
         return getattr(self, name)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether someone asked to cancel this running job and it has not stopped yet (a job completed
+        despite the request keeps the request's time and asker, but is no longer to be stopped)."""
+        return self.status == "running" and self.cancel_requested_at is not None
+
+    def _reported(self, value: Any) -> Any:
+        # A progress report belongs to the attempt running when it came: a later claim makes it stale.
+        current = self.status == "running" and self.progress_at is not None and self.claimed_at is not None
+        return value if current and self.progress_at >= self.claimed_at else None  # type: ignore[operator]
+
+    progress = property(lambda self: self._reported(self.progress_percent), doc="The attempt's 0..100.")
+    progress_message = property(lambda self: self._reported(self.progress_note), doc="Its message.")
+    progress_updated_at = property(lambda self: self._reported(self.progress_at), doc="Its report's time.")
 
 
 JOB_FIELDS: tuple[str, ...] = JobRecord._fields
@@ -91,7 +115,7 @@ class EventRecord(NamedTuple):
         return getattr(self, name)
 
 
-class QueueEngine(Protocol):
+class QueueEngine(RunningOperations, Protocol):
     """Whole operations on jobs in one database. Times passed in are aware datetimes (the queue layer's
     clock); every write that changes a job adds its history row in the same transaction."""
 
@@ -153,7 +177,9 @@ class QueueEngine(Protocol):
         backoff: Backoff,
     ) -> JobRecord | Unchanged:
         """Record a failed attempt of a held job: pending again after ``backoff`` while ``retryable``
-        and retries remain (``retry_count`` + 1), else failed. ``error`` is stored as given."""
+        and retries remain (``retry_count`` + 1), else failed; cancelled (``cancelled`` by ``worker`` in
+        its history, the request cleared) when its cancellation was requested, in the same statement.
+        ``error`` is stored as given."""
         ...
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:

@@ -79,7 +79,11 @@ def retry_aborted(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
+# After retry_aborted, which the running jobs' operations use too.
+from queuelog.engines.postgres_running import EXPIRE_CANCELLED, PostgresRunning  # noqa: E402
+
+
+class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, PostgresRunning):
     """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
 
     name = "postgresql"
@@ -159,7 +163,11 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
             params["types"] = list(types)
         statement = CLAIM[bool(types)]
         with self.db.cursor(write=True, autocommit=True) as cur:
-            tagged = cur.execute(statement, params).fetchall()
+            # First, at the same time, the leases of jobs whose cancellation was requested: these end
+            # cancelled, not retried. Pipelined, so that the claim stays one round trip.
+            with cur.connection.pipeline():
+                cur.connection.execute(EXPIRE_CANCELLED, {"now": now})
+                tagged = cur.execute(statement, params).fetchall()
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
             if len(rows) < limit and any(job.status == "pending" for job in expired):
@@ -237,6 +245,7 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
     @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         with self.db.cursor(write=True, autocommit=True) as cur:
+            cur.execute(EXPIRE_CANCELLED, {"now": now})  # first, at the same time: these are not retried
             rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
         return [decode_job(row) for row in rows]
 

@@ -101,14 +101,22 @@ COMPLETE_MANY = (
     f" AND jobs.lease_token = b.token RETURNING {_RETURNING}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
+# A failure of a job whose cancellation was requested (docs/running-jobs.md) ends it cancelled, never
+# retried, in the same statement: a failure nobody asked to cancel costs nothing more. Every SET expression
+# reads the row as it was, so each CASE sees the request the statement clears.
+_CANCELLING = "cancel_requested_at IS NOT NULL"
+_RETRY = f"cancel_requested_at IS NULL AND {_RETRYING}"
 FAIL = (
-    f"WITH f AS (UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
-    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
-    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE %(now)s END,"
-    f" available_at = CASE WHEN {_RETRYING} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
+    f"WITH f AS (UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' WHEN {_RETRYING}"
+    " THEN 'pending' ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRY} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END,"
+    f" available_at = CASE WHEN {_RETRY} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL,"
     " updated_at = %(now)s, error = %(error)s, lease_token = NULL, lease_expires_at = NULL"
     f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
-    f" e AS ({_EVENT}CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, %(worker)s,"
+    f" e AS ({_EVENT}CASE status WHEN 'pending' THEN 'retry_scheduled' WHEN 'cancelled' THEN 'cancelled'"
+    " ELSE 'failed' END, %(worker)s,"
     " CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END, %(error)s FROM f)"
     f" SELECT {JOB_COLUMNS} FROM f"
 )

@@ -21,6 +21,7 @@ from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.reads import EngineReads, SearchReads
 from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
 from queuelog.engines.schedules import ScheduleOps
+from queuelog.engines.sqlite_running import SQLiteRunning
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
@@ -63,7 +64,7 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
+class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRunning):
     """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
 
     name = "sqlite"
@@ -197,8 +198,8 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
             job = self._push_back(cur, job, now, backoff)
             if job.status == "pending":  # retry_count already counts the attempt that failed
                 _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
-            else:
-                _log(cur, [(job_id, ts, "failed", worker, job.retry_count + 1, error)])
+            else:  # failed, or cancelled when that was requested (docs/running-jobs.md)
+                _log(cur, [(job_id, ts, job.status, worker, job.retry_count + 1, error)])
         return job
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
@@ -207,6 +208,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps):
 
     def _expire(self, cur: Any, now: datetime, backoff: Backoff) -> list[JobRecord]:
         ts = bind_time(now)
+        self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried (sqlite_running.py)
         rows = cur.execute(EXPIRE, {"now": ts}).fetchall()
         jobs = [self._push_back(cur, decode_job(row), now, backoff) for row in rows]
         events = []

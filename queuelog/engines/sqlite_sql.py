@@ -74,10 +74,17 @@ COMPLETE_MANY = (
 HEARTBEAT = (
     f"UPDATE jobs SET lease_expires_at = :expires, updated_at = :now WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
+# A failure of a job whose cancellation was requested (docs/running-jobs.md) ends it cancelled, never
+# retried, in the same statement: a failure nobody asked to cancel costs nothing more. Every SET expression
+# reads the row as it was, so each CASE sees the request the statement clears.
+_CANCELLING = "cancel_requested_at IS NOT NULL"
+_RETRY = f"cancel_requested_at IS NULL AND {_RETRYING}"
 FAIL = (
-    f"UPDATE jobs SET status = CASE WHEN {_RETRYING} THEN 'pending' ELSE 'failed' END,"
-    f" retry_count = CASE WHEN {_RETRYING} THEN retry_count + 1 ELSE retry_count END,"
-    f" finished_at = CASE WHEN {_RETRYING} THEN NULL ELSE :now END,"
+    f"UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' WHEN {_RETRYING} THEN 'pending'"
+    " ELSE 'failed' END,"
+    f" retry_count = CASE WHEN {_RETRY} THEN retry_count + 1 ELSE retry_count END,"
+    f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE :now END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL,"
     " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
     f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )

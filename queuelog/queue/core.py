@@ -27,6 +27,7 @@ from queuelog.queue.errors import (
     QueueError,
 )
 from queuelog.queue.longpoll import LongPolls
+from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
 from queuelog.redact import redact_error
@@ -34,8 +35,9 @@ from queuelog.redact import redact_error
 MAX_ERROR_CHARS = 4096
 
 
-class Queue(LongPolls):
-    """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``.
+class Queue(LongPolls, RunningJobs):
+    """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``; and
+    running jobs' cancellation, progress and snoozes (running.py).
 
     Jobs come back as ``JobRecord`` (queuelog/engines/base.py). A refused transition raises a
     ``QueueError`` with a code (queue/errors.py): ``JobNotFound``, ``NotLeaseHolder`` (the same whatever the
@@ -52,6 +54,7 @@ class Queue(LongPolls):
         clock: Callable[[], datetime] = utcnow,
         rand: Callable[[], float] = random.random,
         poll_interval: float = 0.2,
+        max_snoozes: int = 50,
     ):
         self.db = db
         self.engine = engine_for(db)
@@ -62,6 +65,7 @@ class Queue(LongPolls):
         self.rand = rand
         self.types = JobTypeRules(db)
         self.poll_interval = poll_interval
+        self.max_snoozes = max_snoozes
         self._arrivals = threading.Condition()
 
     def _backoff(self) -> Backoff:
@@ -185,7 +189,8 @@ class Queue(LongPolls):
             backoff=self._backoff(),
         )
         job = self._held(job_id, outcome)
-        (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+        if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
+            (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
         return job
 
     # -- leases -------------------------------------------------------------------------------------
@@ -199,13 +204,16 @@ class Queue(LongPolls):
     # -- people's actions ---------------------------------------------------------------------------
 
     def cancel(self, job_id: int, actor: str, *, owner: str | None = None) -> JobRecord:
-        """Cancel a pending job. ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
+        """Cancel a pending job, or ask the worker of a running one to stop it (the job comes back still
+        running, ``cancel_requested``). ``owner`` limits it to that owner's jobs (None: an admin, any job)."""
         outcome = self.engine.cancel(job_id, actor, now=self.clock(), owner=owner)
+        if isinstance(outcome, Unchanged) and outcome.job is not None and outcome.job.status == "running":
+            outcome = self._request_cancel(job_id, actor, owner)
         if isinstance(outcome, Unchanged):
             job = outcome.job
             if job is None or (owner is not None and job.owner != owner):
                 raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
-            raise InvalidState(Code.NOT_PENDING, job_id=job_id, status=job.status)
+            raise InvalidState(Code.NOT_CANCELLABLE, job_id=job_id, status=job.status)
         return outcome
 
     def retry(self, job_id: int, actor: str) -> JobRecord:

@@ -18,7 +18,7 @@ class Code(StrEnum):
     """Why the queue layer refused. The parameters each code carries are listed beside it."""
 
     JOB_NOT_FOUND = "job_not_found"  # job_id
-    NOT_PENDING = "not_pending"  # job_id, status: only pending jobs can be cancelled
+    NOT_CANCELLABLE = "not_cancellable"  # job_id, status: only pending or running jobs can be cancelled
     NOT_RETRYABLE = "not_retryable"  # job_id, status: only failed or cancelled jobs can be retried
     NOT_LEASE_HOLDER = "not_lease_holder"  # job_id: wrong worker, stale or wrong token, whatever the state
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # job_id: the job the key names
@@ -34,6 +34,12 @@ class Code(StrEnum):
     NOT_FINITE = "not_finite"  # NaN or Infinity in a payload or result
     NOT_PRINTABLE = "not_printable"  # max_length: a name or key of printable characters only
     TIME_OUT_OF_RANGE = "time_out_of_range"  # low, high: years
+    # Running jobs (queue/running.py; docs/running-jobs.md). The holder's refusals: another worker, or a
+    # stale token, gets NOT_LEASE_HOLDER whatever the job's state.
+    SNOOZE_LIMIT = "snooze_limit"  # job_id, limit: the job was snoozed that many times already
+    CANCEL_NOT_REQUESTED = "cancel_not_requested"  # job_id: a stop reported, but nobody asked for it
+    OUT_OF_RANGE = "out_of_range"  # low, high: a number (a progress, a snooze's delay) outside them
+    TOO_LONG = "too_long"  # limit: characters (a progress message)
     # Schedules (queuelog/queue/schedules.py, docs/schedules.md)
     SCHEDULE_NOT_FOUND = "schedule_not_found"  # name
     SCHEDULE_CHANGING = "schedule_changing"  # name: edited concurrently again and again; try again
@@ -80,7 +86,8 @@ class JobNotFound(QueueError):
 
 
 class InvalidState(QueueError):
-    """The job exists but its state does not allow the transition (``NOT_PENDING``, ``NOT_RETRYABLE``)."""
+    """The job exists but its state does not allow the transition (``NOT_CANCELLABLE``, ``NOT_RETRYABLE``,
+    ``SNOOZE_LIMIT``, ``CANCEL_NOT_REQUESTED``)."""
 
 
 class NotLeaseHolder(QueueError):

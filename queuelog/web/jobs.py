@@ -214,8 +214,17 @@ def cancel(job_id: int):
     if ConfirmForm().validate_on_submit():
         who = principal()
         try:
-            queue().cancel(job_id, who.name, owner=who.cancel_scope)
-            flash(_("Job %(id)s cancelled.", id=job_id), "success")
+            job = queue().cancel(job_id, who.name, owner=who.cancel_scope)
+            if job.status == "running":  # docs/running-jobs.md
+                flash(
+                    _(
+                        "Cancellation of job %(id)s requested: its worker stops it at its next check.",
+                        id=job_id,
+                    ),
+                    "success",
+                )
+            else:
+                flash(_("Job %(id)s cancelled.", id=job_id), "success")
         except QueueError as exc:
             if exc.code is Code.JOB_NOT_FOUND:
                 abort(404)

@@ -31,3 +31,7 @@ LABELS = [
     N_("lease expired"),
     N_("retried"),
 ]
+
+# Events of running jobs (docs/running-jobs.md), with "_" shown as a space like the others:
+# cancel_requested is "cancel requested".
+RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]

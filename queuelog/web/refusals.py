@@ -38,7 +38,7 @@ _CRON = _l(
 )
 _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.JOB_NOT_FOUND: _l("Job %(job_id)s does not exist."),
-    Code.NOT_PENDING: _l("Only pending jobs can be cancelled."),
+    Code.NOT_CANCELLABLE: _l("Only pending or running jobs can be cancelled."),
     Code.NOT_RETRYABLE: _l("Only failed or cancelled jobs can be retried."),
     Code.NOT_LEASE_HOLDER: _l("Only the worker holding job %(job_id)s may report on it."),
     Code.IDEMPOTENCY_KEY_REUSED: _l("This idempotency key was already used with other parameters."),
@@ -54,6 +54,10 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.NOT_FINITE: _l("Numbers in the payload must be finite (no NaN or Infinity)."),
     Code.NOT_PRINTABLE: _l("Use printable characters only, no line breaks or other control characters."),
     Code.TIME_OUT_OF_RANGE: _l("Choose a start time between the years %(low)d and %(high)d."),
+    Code.SNOOZE_LIMIT: _l("Job %(job_id)s was snoozed %(limit)s times already, the limit."),
+    Code.CANCEL_NOT_REQUESTED: _l("Nobody asked to cancel job %(job_id)s."),
+    Code.OUT_OF_RANGE: _l("Choose a number from %(low)s to %(high)s."),
+    Code.TOO_LONG: _l("Use at most %(limit)s characters."),
     Code.SCHEDULE_NOT_FOUND: _l("There is no schedule named %(name)s."),
     Code.SCHEDULE_CHANGING: _l("The schedule %(name)s kept changing; try again."),
     Code.SCHEDULE_EXISTS: _l("A schedule with this name exists."),

@@ -8,7 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from flask import Flask, request, session
-from flask_babel import format_datetime, format_decimal, format_time, format_timedelta, get_locale
+from flask_babel import (
+    format_datetime,
+    format_decimal,
+    format_percent,
+    format_time,
+    format_timedelta,
+    get_locale,
+)
 from flask_login import current_user
 
 from queuelog.i18n import HTML_LANG, LANGUAGES
@@ -32,6 +39,11 @@ def _age(value: datetime | None) -> str:
 
 def _number(value) -> str:
     return format_decimal(value)
+
+
+def _progress(value: int) -> str:
+    """A progress of 0..100 as the page's language writes a percentage ("40 %" in German)."""
+    return format_percent(value / 100)
 
 
 def attempts(job: Mapping[str, Any]) -> tuple[int, int]:
@@ -78,6 +90,7 @@ def register_templating(app: Flask) -> None:
         when=_when,
         age=_age,
         number=_number,
+        progress_percent=_progress,  # monitor.py has "percent" for ratios
         pretty_json=_pretty_json,
         attempts=_attempts,
         error_headline=error_headline,

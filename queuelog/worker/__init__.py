@@ -5,14 +5,19 @@
     @handles("email")
     def send_email(job):
         ...                      # job.id, job.type, job.payload, job.attempt
+        job.report_progress(50, "half")  # on the job's page; raises CancelRequested once a cancel is asked
         return {"sent": True}    # becomes the job's result
+
+``job.check_cancelled()``, ``job.should_stop()`` and ``job.snooze(seconds)`` are described in
+docs/running-jobs.md; ``Job`` is ``queuelog.job.Job``, the producer client's too.
 
 Run them with ``queuelog-worker --url http://queue:8000 --handlers mymodule`` (the key from
 ``QUEUELOG_WORKER_KEY``). This package imports neither Flask nor SQLAlchemy.
 """
 
+from queuelog.job import CancelRequested, Job, Snooze
 from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
-from queuelog.worker.runner import Job, PermanentFailure, Worker
+from queuelog.worker.runner import PermanentFailure, Worker
 
 
 def handles(job_type: str):
@@ -26,11 +31,13 @@ def handles(job_type: str):
 
 
 __all__ = [
+    "CancelRequested",
     "Job",
     "LeaseLost",
     "PermanentFailure",
     "QueueClient",
     "RequestRefused",
+    "Snooze",
     "TransientError",
     "Worker",
     "handles",

@@ -67,11 +67,13 @@ class QueueClient:
         return answer.body
 
     def _held_job_request(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """A report or heartbeat for a held job: 404 and 409 mean the job is no longer ours."""
+        """A report or heartbeat for a held job: 404 and 409 mean the job is no longer ours, but for a 409
+        invalid-state (a snooze over the limit, a cancellation nobody asked for), which stays a
+        RequestRefused."""
         try:
             return self.request("POST", path, body)
         except RequestRefused as exc:
-            if exc.status in (404, 409):
+            if exc.status in (404, 409) and exc.problem_type != "/problems/invalid-state":
                 raise LeaseLost(exc.status, exc.body) from None
             raise
 
@@ -106,7 +108,30 @@ class QueueClient:
         body = {"lease_token": lease_token, "error": error, "retryable": retryable}
         return self._held_job_request(f"/jobs/{job_id}/fail", body)
 
-    def heartbeat(self, job_id: int, lease_token: str, lease_seconds: int) -> dict[str, Any]:
-        """Extend a held job's lease; returns where the job stands (its new lease_expires_at)."""
-        body = {"lease_token": lease_token, "lease_seconds": lease_seconds}
+    def heartbeat(
+        self,
+        job_id: int,
+        lease_token: str,
+        lease_seconds: int,
+        *,
+        progress: int | None = None,
+        message: str | None = None,
+    ) -> dict[str, Any]:
+        """Extend a held job's lease, with a progress report when given; returns where the job stands
+        (JobState: its new lease_expires_at, and ``cancel_requested``, which says whether to stop it)."""
+        body: dict[str, Any] = {"lease_token": lease_token, "lease_seconds": lease_seconds}
+        if progress is not None:
+            body["progress"] = progress
+        if message is not None:
+            body["progress_message"] = message
         return self._held_job_request(f"/jobs/{job_id}/heartbeat", body)
+
+    def snooze(self, job_id: int, lease_token: str, delay_seconds: float) -> dict[str, Any]:
+        """Hand a held job back to run after ``delay_seconds``; returns where the job stands (pending, or
+        cancelled when that was requested)."""
+        body = {"lease_token": lease_token, "delay_seconds": delay_seconds}
+        return self._held_job_request(f"/jobs/{job_id}/snooze", body)
+
+    def cancelled(self, job_id: int, lease_token: str) -> dict[str, Any]:
+        """Report that a held job stopped because its cancellation was requested; returns where it stands."""
+        return self._held_job_request(f"/jobs/{job_id}/cancelled", {"lease_token": lease_token})

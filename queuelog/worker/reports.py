@@ -29,6 +29,8 @@ FAILED = "failed for good"
 PERMANENT = "permanent failure"
 LOST = "lost lease"
 UNREPORTED = "unreported"  # given up at shutdown, or refused: the lease will expire
+CANCELLED = "cancelled"  # stopped after its cancellation was requested (docs/running-jobs.md)
+SNOOZED = "snoozed"  # handed back to run later
 FAILURES = (RETRYING, FAILED, PERMANENT)
 
 
@@ -42,6 +44,13 @@ class Report:
     error: str | None = None
     retryable: bool = True
     alone: bool = False  # deliver in a request of its own (its batch was refused)
+    cancelled: bool = False  # the handler stopped for a cancellation request; ``error`` if refused
+    snooze: float | None = None  # the handler asked to run again after this many seconds
+
+    @property
+    def batched(self) -> bool:
+        """A completion, delivered with the others waiting (everything else goes alone)."""
+        return self.error is None and self.snooze is None and not self.alone
 
     @property
     def label(self) -> str:
@@ -72,7 +81,9 @@ class Reporter:
     def summary(self) -> str:
         """E.g. "3 completed, 1 failed, 0 lost lease"."""
         failed = sum(self.counts[o] for o in FAILURES)
-        return f"{self.counts[COMPLETED]} completed, {failed} failed, {self.counts[LOST]} lost lease"
+        text = f"{self.counts[COMPLETED]} completed, {failed} failed, {self.counts[LOST]} lost lease"
+        others = [f"{self.counts[o]} {o}" for o in (CANCELLED, SNOOZED) if self.counts[o]]
+        return ", ".join([text, *others])
 
     def run(self) -> None:
         """The thread's loop: never returns."""
@@ -99,24 +110,27 @@ class Reporter:
         """The next failure alone, or the next completion with whatever other completions are waiting."""
         first = self._queue.get()
         batch = [first]
-        if first.error is not None or first.alone:
+        if not first.batched:
             return batch
         while len(batch) < MAX_BATCH:
             try:
                 report = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if report.error is not None or report.alone:
+            if not report.batched:
                 self._queue.put(report)  # its turn comes next
                 break
             batch.append(report)
         return batch
 
     def _deliver(self, batch: list[Report]) -> None:
-        if batch[0].error is None:
+        report = batch[0]
+        if report.cancelled or report.snooze is not None:
+            self._hand_back(report)
+            return
+        if report.error is None:
             self._complete(batch)
             return
-        report = batch[0]
         try:
             job = self.client.fail(
                 report.job["id"], report.job["lease_token"], report.error, retryable=report.retryable
@@ -129,7 +143,9 @@ class Reporter:
             log.error("%s: failure report refused (%s); its lease will expire", report.label, exc)
             self._finished(report, UNREPORTED)
             return
-        if job["status"] == "pending":
+        if job["status"] == "cancelled":  # its cancellation had been requested
+            self._finished(report, CANCELLED)
+        elif job["status"] == "pending":
             self._finished(report, RETRYING)
         else:
             self._finished(report, FAILED if report.retryable else PERMANENT)
@@ -163,7 +179,31 @@ class Reporter:
                 log.warning("%s: completion refused (%s): the lease was lost", report.label, detail)
                 self._finished(report, LOST)
 
+    def _hand_back(self, report: Report) -> None:
+        """Deliver a cancellation or a snooze; one the server refuses (a snooze over the limit, a
+        cancellation nobody asked for) goes again as a retryable failure."""
+        job_id, token = report.job["id"], report.job["lease_token"]
+        try:
+            if report.cancelled:
+                job = self.client.cancelled(job_id, token)
+            else:
+                job = self.client.snooze(job_id, token, report.snooze)
+        except LeaseLost as exc:
+            log.warning("%s: report refused (%s): the lease was lost", report.label, exc)
+            self._finished(report, LOST)
+            return
+        except RequestRefused as exc:
+            log.warning("%s: %s refused (%s); reporting it as failed", report.label, _kind(report), exc)
+            error = report.error or f"snooze refused by the server: {exc}"
+            self.put(replace(report, cancelled=False, snooze=None, error=error))
+            return
+        self._finished(report, CANCELLED if job["status"] == "cancelled" else SNOOZED)
+
     def _finished(self, report: Report, outcome: str) -> None:
         self.counts[outcome] += 1
         log.info("%s %s; ran %d ms", report.label, outcome, report.ms)
         self.release(report.job["id"])
+
+
+def _kind(report: Report) -> str:
+    return "cancellation" if report.cancelled else "snooze"

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from queuelog.job import Job  # what a handler receives: the job as claimed
+from queuelog.job import CancelRequested, Job, Snooze  # what a handler receives, and may raise
 from queuelog.redact import redact_error
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
-from queuelog.worker.leases import Held, heartbeat_loop
+from queuelog.worker.leases import Held, Line, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
 
 log = logging.getLogger("queuelog.worker")
@@ -191,13 +191,21 @@ class Worker:
         return self._exit_code
 
     def _run_job(self, raw: dict[str, Any]) -> None:
-        job = Job.from_json(raw)
+        with self._lock:
+            held = self.held.get(raw["id"])
+        job = Job.from_json(raw, Line(held, self.client, self.lease_seconds))
         where = f"job {job.id} ({job.type}) attempt {job.attempt}"
         if job.max_retries is not None:
             where += f" of {job.max_retries + 1}"
         started = time.perf_counter()
         try:
             result = self._call(job)
+        except CancelRequested:  # docs/running-jobs.md
+            log.info("%s stopped: its cancellation was requested", where)
+            report = Report(raw, _ms(started), cancelled=True, error=_traceback())
+        except Snooze as snooze:
+            log.info("%s snoozed for %g s", where, snooze.delay_seconds)
+            report = Report(raw, _ms(started), snooze=snooze.delay_seconds)
         except PermanentFailure:
             log.error("%s failed permanently: no retries", where, exc_info=True)
             report = Report(raw, _ms(started), error=_traceback(), retryable=False)

@@ -139,6 +139,29 @@ def test_valid_failure_reports_are_accepted(contract, data):
 
 @EXAMPLES
 @given(data=st.data())
+def test_valid_heartbeats_snoozes_and_cancel_reports_are_accepted(contract, data):
+    """The running jobs' reports (docs/running-jobs.md): progress on the heartbeat, snoozes, cancellations."""
+    action, schema = data.draw(
+        st.sampled_from(
+            [("heartbeat", "HeartbeatBody"), ("snooze", "SnoozeBody"), ("cancelled", "CancelledBody")]
+        )
+    )
+    held = contract.held()
+    if action == "cancelled":
+        assert contract.admin.post(f"/jobs/{held['id']}/cancel").status_code == 202
+    body = data.draw(contract.doc.valid(contract.schema(schema)))
+    case = data.draw(st.sampled_from(["holder", "guess", "unknown"]))
+    job_id = 4242424242 if case == "unknown" else held["id"]
+    if case == "holder":
+        body["lease_token"] = held["lease_token"]
+    response = contract.worker.post(f"/jobs/{job_id}/{action}", json=body)
+    assert response.status_code == {"holder": 200, "guess": 409, "unknown": 404}[case], response.get_json()
+    if case == "holder":
+        contract.answers(f"/jobs/{{job_id}}/{action}", 200, response.get_json())
+
+
+@EXAMPLES
+@given(data=st.data())
 def test_valid_batch_completions_are_accepted(contract, data):
     held = contract.held()
     body = data.draw(contract.doc.valid(contract.schema("BatchCompleteBody")))
@@ -162,6 +185,8 @@ def test_valid_batch_completions_are_accepted(contract, data):
         ("/jobs/1/fail", "FailBody", "worker"),
         ("/jobs/1/heartbeat", "HeartbeatBody", "worker"),
         ("/jobs/1/complete", "CompleteBody", "worker"),
+        ("/jobs/1/snooze", "SnoozeBody", "worker"),
+        ("/jobs/1/cancelled", "CancelledBody", "worker"),
         ("/jobs/complete", "BatchCompleteBody", "worker"),
     ],
 )

@@ -160,10 +160,11 @@ def test_cancel_pending_job_by_owner_then_409(producer):
     assert again.json["type"].endswith("/invalid-state")
 
 
-def test_cancel_running_job_is_409(producer, worker):
+def test_cancel_running_job_is_202_and_asks_its_worker(producer, worker):
     job = enqueue(producer)
     claim(worker)
-    assert producer.post(f"/jobs/{job['id']}/cancel").status_code == 409
+    asked = producer.post(f"/jobs/{job['id']}/cancel")  # tests/api/test_running.py has the rest
+    assert asked.status_code == 202 and asked.json["status"] == "running" and asked.json["cancel_requested"]
 
 
 def test_admin_cancels_any_pending_job(producer, admin):

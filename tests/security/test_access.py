@@ -18,8 +18,13 @@ WORKER = Principal("worker", "worker-1")
 OTHER_WORKER = Principal("worker", "worker-2")
 
 
-def _job(status: str = "pending", owner: str = "alice", worker_id: str | None = None) -> dict:
-    return {"owner": owner, "status": status, "worker_id": worker_id}
+def _job(
+    status: str = "pending",
+    owner: str = "alice",
+    worker_id: str | None = None,
+    cancel_requested: bool = False,
+) -> dict:
+    return {"owner": owner, "status": status, "worker_id": worker_id, "cancel_requested": cancel_requested}
 
 
 @pytest.mark.parametrize(
@@ -43,7 +48,10 @@ def test_the_rules_on_the_principal(who, sees, held, ceiling, errors, scope):
 def test_cancel_and_retry_on_the_principal():
     assert ALICE.may_cancel(_job()) and ADMIN.may_cancel(_job())
     assert not BOB.may_cancel(_job()) and not WORKER.may_cancel(_job())
-    assert not ALICE.may_cancel(_job("running"))
+    # A running job's cancellation is asked for once (docs/running-jobs.md); finished jobs stay as they are.
+    assert ALICE.may_cancel(_job("running")) and not BOB.may_cancel(_job("running"))
+    assert not ALICE.may_cancel(_job("running", cancel_requested=True))
+    assert not ADMIN.may_cancel(_job("completed")) and not ADMIN.may_cancel(_job("cancelled"))
     assert ADMIN.may_retry(_job("failed")) and ADMIN.may_retry(_job("cancelled"))
     assert not ADMIN.may_retry(_job("completed")) and not ALICE.may_retry(_job("failed"))
     assert ALICE.sees_idempotency_key(_job()) and not BOB.sees_idempotency_key(_job())

@@ -130,7 +130,9 @@ def test_cancel_and_retry_refusals_are_flashed_in_german(admin_browser, producer
     pending = producer.post("/jobs", json={"type": "email"}).json
     b = _german(admin_browser)
     b.submit(f"/queue/{done['id']}", f"/queue/{done['id']}/cancel")
-    assert "Nur wartende Jobs lassen sich abbrechen." in b.get(f"/queue/{done['id']}").get_data(as_text=True)
+    assert "Nur wartende oder laufende Jobs lassen sich abbrechen." in b.get(f"/queue/{done['id']}").get_data(
+        as_text=True
+    )
     b.submit(f"/queue/{pending['id']}", f"/queue/{pending['id']}/retry")
     page = b.get(f"/queue/{pending['id']}").get_data(as_text=True)
     assert "Nur fehlgeschlagene oder abgebrochene Jobs lassen sich erneut versuchen." in page

@@ -20,6 +20,18 @@ def email(job):
         return {"blob": "x" * int(job.payload["result_bytes"])}
     if job.payload.get("not_json"):
         return {"n": {1, 2}}
+    if job.payload.get("steps"):  # docs/running-jobs.md: progress reports, each a point to stop at
+        steps = int(job.payload["steps"])
+        for step in range(1, steps + 1):
+            time.sleep(float(job.payload.get("step_sleep", 0.1)))
+            job.report_progress(100 * step // steps, f"step {step} of {steps}")
+    if job.payload.get("watch_cancel"):  # no progress reports: the flag the heartbeats set
+        deadline = time.monotonic() + float(job.payload["watch_cancel"])
+        while not job.should_stop() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        job.check_cancelled()
+    if job.payload.get("snooze") and job.snooze_count < int(job.payload.get("snoozes", 1)):
+        job.snooze(float(job.payload["snooze"]))
     return {"n": job.payload.get("n"), "attempt": job.attempt}
 
 
