@@ -253,9 +253,12 @@ BULK = {
 
 _SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
 # Running jobs only: through the partial index of leases (or the status index), never the whole table.
+# The running attempt's progress only: a report older than the claim belongs to an earlier attempt.
+_HELD_PROGRESS = "CASE WHEN progress_at >= claimed_at THEN {} END"
 HELD_JOBS = (
-    "SELECT id, type, worker_id, claimed_at, lease_expires_at FROM jobs WHERE status = 'running'"
-    " ORDER BY lease_expires_at LIMIT %(limit)s"
+    "SELECT id, type, worker_id, claimed_at, lease_expires_at,"
+    f" {_HELD_PROGRESS.format('progress_percent')}, {_HELD_PROGRESS.format('progress_note')}"
+    " FROM jobs WHERE status = 'running' ORDER BY lease_expires_at LIMIT %(limit)s"
 )
 HELD_COUNTS = "SELECT worker_id, count(*) FROM jobs WHERE status = 'running' GROUP BY worker_id"
 # Through ix_jobs_status_finished_at, from its newest end.

@@ -113,8 +113,10 @@ class EngineReads:
     def held_jobs(self, *, limit: int) -> list[HeldJob]:
         time = self.sql.decode_time
         return [
-            HeldJob(job_id, job_type, worker, time(claimed), time(expires))
-            for job_id, job_type, worker, claimed, expires in self._rows(self.sql.HELD_JOBS, {"limit": limit})
+            HeldJob(job_id, job_type, worker, time(claimed), time(expires), progress, message)
+            for job_id, job_type, worker, claimed, expires, progress, message in self._rows(
+                self.sql.HELD_JOBS, {"limit": limit}
+            )
         ]
 
     def held_counts(self) -> dict[str, int]:

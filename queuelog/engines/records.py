@@ -154,13 +154,15 @@ class SearchPage(NamedTuple):
 
 
 class HeldJob(NamedTuple):
-    """A running job and its lease: who holds it, since when, until when."""
+    """A running job and its lease: who holds it, since when, until when, and how far it got."""
 
     id: int
     type: str
     worker_id: str
     claimed_at: datetime
     lease_expires_at: datetime
+    progress: int | None = None  # the running attempt's last report, 0..100
+    progress_message: str | None = None
 
 
 class FinishedJob(NamedTuple):

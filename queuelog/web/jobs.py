@@ -43,10 +43,22 @@ def _visible_job(job_id: int) -> JobRecord:
 @login_required
 def dashboard():
     overview = QueueStats(queue()).overview(owner=principal().owner_scope)
-    busiest = ConsoleStats(queue()).busiest() if principal().is_admin else []
+    admin = principal().is_admin
     return render_template(
-        "jobs/dashboard.html", overview=overview, chart=_chart(overview["throughput"]), busiest=busiest
+        "jobs/dashboard.html",
+        overview=overview,
+        chart=_chart(overview["throughput"]),
+        busiest=ConsoleStats(queue()).busiest() if admin else [],
+        next_schedules=_next_schedules() if admin else [],
     )
+
+
+def _next_schedules(count: int = 5) -> list:
+    """The active schedules whose next run comes first (the dashboard shows them to admins)."""
+    active = [
+        s for s in current_app.extensions["queuelog"]["schedules"].all() if not s.paused and s.next_fire_at
+    ]
+    return sorted(active, key=lambda s: s.next_fire_at)[:count]
 
 
 def _chart(series: list[dict]) -> dict:

@@ -120,3 +120,32 @@ def test_worker_keys_are_those_used_recently_revoked_or_not(db, engine):
     ]
     assert rows[0].created_at is not None
     assert [r.name for r in engine.worker_keys(since=NOW - timedelta(days=3), limit=2)] == ["w-new", "w-gone"]
+
+
+def test_held_jobs_show_the_running_attempts_progress_only(engine):
+    engine.insert("alice", [new("pdf"), new("pdf")], NOW)
+    first, second = claim(engine, "w-a", limit=2, lease=60)
+    engine.report_progress(
+        first.id, "w-a", first.lease_token, now=later(1), lease_seconds=60, percent=40, message="page 4 of 10"
+    )
+    held = {h.id: h for h in engine.held_jobs(limit=10)}
+    assert (held[first.id].progress, held[first.id].progress_message) == (40, "page 4 of 10")
+    assert (held[second.id].progress, held[second.id].progress_message) == (None, None)
+    # Retried and claimed again: the earlier attempt's report is not this attempt's progress.
+    engine.fail(
+        first.id,
+        "w-a",
+        first.lease_token,
+        now=later(2),
+        error="boom",
+        retryable=True,
+        backoff=Backoff(0, 0, lambda: 0.5),
+    )
+    [again] = claim(engine, "w-b", at=later(3), types=None)
+    assert again.id == first.id
+    held = {h.id: h for h in engine.held_jobs(limit=10)}
+    assert (held[first.id].worker_id, held[first.id].progress, held[first.id].progress_message) == (
+        "w-b",
+        None,
+        None,
+    )

@@ -31,6 +31,14 @@ def test_workers_page_lists_a_worker_with_the_jobs_it_holds_and_what_it_did(admi
     assert re.search(r"Failed, last hour</dt><dd>1</dd>", section)
     assert "50%" in section  # failure rate
     assert 'href="/admin/workers/w-busy/revoke"' in section
+    busy.post(
+        f"/jobs/{held['id']}/heartbeat",
+        json={"lease_token": held["lease_token"], "progress": 40, "progress_message": "page 4 of 10"},
+    )
+    section = admin_browser.get("/admin/workers").get_data(as_text=True)
+    section = section[section.index('id="worker-w-busy"') :]
+    assert re.search(r'data-label="Progress"><span class="percent">40\s?%</span>', section)
+    assert '<span class="progress-message data">page 4 of 10</span>' in section
 
 
 def test_revoking_a_worker_key_from_the_workers_page_confirms_then_revokes(

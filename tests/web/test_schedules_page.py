@@ -127,3 +127,18 @@ def test_admins_only_and_in_the_navigation(producer_browser: Browser, admin_brow
     assert producer_browser.get("/admin/schedules").status_code == 403
     assert 'href="/admin/schedules"' not in producer_browser.get("/").get_data(as_text=True)
     assert 'href="/admin/schedules"' in admin_browser.get("/").get_data(as_text=True)
+
+
+def test_the_dashboard_shows_admins_the_next_schedules_to_fire(
+    admin_browser: Browser, producer_browser: Browser
+):
+    assert send(admin_browser, "/admin/schedules/new", form(name="nightly")).status_code == 302
+    assert send(admin_browser, "/admin/schedules/new", form(name="hourly", cron="@hourly")).status_code == 302
+    assert send(admin_browser, "/admin/schedules/new", form(name="resting", cron="@daily")).status_code == 302
+    token = csrf_token(admin_browser.get("/admin/schedules").get_data(as_text=True))
+    admin_browser.client.post("/admin/schedules/resting/pause", data={"csrf_token": token})
+    page = admin_browser.get("/").get_data(as_text=True)
+    card = page[page.index('class="card next-schedules"') :]
+    names = re.findall(r'href="/admin/schedules/([\w-]+)">', card)
+    assert names == ["hourly", "nightly"]  # the soonest first; a paused one is left out
+    assert "next-schedules" not in producer_browser.get("/").get_data(as_text=True)
