@@ -19,6 +19,7 @@ from queuelog.queue.errors import (
     NotLeaseHolder,
     QueueError,
 )
+from queuelog.redact import redact_error
 
 MAX_PROGRESS_MESSAGE = 200  # characters; the column's size
 MIN_SNOOZE_SECONDS = 1  # the JSON API's lower bound too (api/schemas.py)
@@ -79,6 +80,10 @@ class RunningJobs:
             raise JobValidationError(Code.OUT_OF_RANGE, field="progress", low=0, high=100)
         if message is not None and len(message) > MAX_PROGRESS_MESSAGE:
             raise JobValidationError(Code.TOO_LONG, field="progress_message", limit=MAX_PROGRESS_MESSAGE)
+        if message is not None:
+            # Shown to the job's owner, not to admins only: redacted like an error (README, Security), and
+            # cut again, since a redaction marker may be longer than what it replaced.
+            message = redact_error(message)[:MAX_PROGRESS_MESSAGE]
         outcome = self.engine.report_progress(
             job_id,
             worker,

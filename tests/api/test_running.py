@@ -252,3 +252,20 @@ def test_the_document_describes_the_new_endpoints_and_fields(client):
     assert {"cancel_requested", "progress", "progress_message", "snooze_count"} <= set(job)
     assert document["components"]["schemas"]["HeartbeatBody"]["properties"]["progress"]["maximum"] == 100
     assert "snoozed 2 times" in paths["/jobs/{job_id}/snooze"]["post"]["responses"]["409"]["description"]
+
+
+def test_a_progress_message_is_redacted_before_it_is_stored(producer, worker):
+    job = held(producer, worker)
+    secret = "page 3; retrying with password=hunter2 and Bearer abcdefghijklmnopqrstuvwxyz123456"
+    beat = report(worker, job, "heartbeat", progress=30, progress_message=secret)
+    assert beat.status_code == 200
+    shown = producer.get(f"/jobs/{job['id']}").json["progress_message"]
+    assert shown.startswith("page 3; retrying with password=[REDACTED]") and "hunter2" not in shown
+    assert "abcdefghijklmnopqrstuvwxyz123456" not in shown
+    # A marker longer than what it replaced never pushes the message past its limit.
+    near_limit = "x" * 186 + " password=ab"
+    assert len(near_limit) <= 200
+    beat = report(worker, job, "heartbeat", progress_message=near_limit)
+    assert beat.status_code == 200
+    stored = producer.get(f"/jobs/{job['id']}").json["progress_message"]
+    assert len(stored) == 200 and "password=[RED" in stored and " ab" not in stored[-3:]
