@@ -20,19 +20,25 @@ def example_block(heading: str) -> str:
     return block
 
 
-def run_example(heading: str, checkout, tmp_path):  # noqa: F811 - the fixture
+def run_block(block: str, checkout, tmp_path, *, threads: int = 4, run: str | None = "42"):  # noqa: F811
+    """Run ``block`` against a live server on a new SQLite instance; it must exit 0."""
     database = checkout / "instance" / "queuelog.sqlite3"
-    server = LiveServer(f"sqlite:///{database}", tmp_path, workers=1, threads=4, cwd=checkout).start()
+    server = LiveServer(f"sqlite:///{database}", tmp_path, workers=1, threads=threads, cwd=checkout).start()
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUELOG_")}
         env["Q"] = server.url
-        env["RUN"] = "42"
+        if run is not None:
+            env["RUN"] = run
         env["PATH"] = f"{checkout / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        result = run_bash(example_block(heading), checkout, env, timeout=120)
+        result = run_bash(block, checkout, env, timeout=120)
     finally:
         server.stop()
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    return result.stdout
+    return result
+
+
+def run_example(heading: str, checkout, tmp_path):  # noqa: F811 - the fixture
+    return run_block(example_block(heading), checkout, tmp_path).stdout
 
 
 def test_the_schedules_example_runs_as_written(checkout, tmp_path):  # noqa: F811 - the fixture

@@ -4,35 +4,11 @@ with what they hold and did in the last hour, and per-type figures with percenti
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
-
-import pytest
+from datetime import timedelta
 
 from queuelog.auth import create_key
-from queuelog.queue import JobSpec, Queue, monitor
+from queuelog.queue import JobSpec, monitor
 from queuelog.queue.monitor import ConsoleStats, percentile
-
-
-class Clock:
-    def __init__(self):
-        self.now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def q(app, clock) -> Queue:
-    db = app.extensions["queuelog"]["db"]
-    return Queue(db, lease_seconds=30, backoff_base=10, backoff_max=100, clock=clock, rand=lambda: 0.5)
 
 
 def spec(job_type="email", max_retries=0):

@@ -3,39 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from queuelog.queue import JobSpec, NotLeaseHolder, Queue, backoff_seconds
-
-
-class Clock:
-    def __init__(self):
-        self.now = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def q(app, clock) -> Queue:
-    return Queue(
-        app.extensions["queuelog"]["db"],
-        lease_seconds=30,
-        backoff_base=10,
-        backoff_max=100,
-        clock=clock,
-        rand=lambda: 0.5,
-    )
+from queuelog.queue import JobSpec, NotLeaseHolder, backoff_seconds
 
 
 def spec(**kw) -> JobSpec:

@@ -14,7 +14,7 @@ from queuelog.db import Database
 from queuelog.queue import Code, JobValidationError, Queue
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues
-from tests.queue.test_queue_layer import Clock
+from tests.queue.conftest import Clock
 
 START = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 
