@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -154,6 +155,13 @@ class JobType(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
     payload_schema: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    # Flow control (docs/flow-control.md): NULL is no limit. The claim keeps the rate limit's token
+    # bucket in rate_tokens (NULL: full) as of rate_checked_at.
+    concurrency_limit: Mapped[int | None] = mapped_column(Integer)
+    rate_limit: Mapped[int | None] = mapped_column(Integer)
+    rate_period: Mapped[int | None] = mapped_column(Integer)  # seconds
+    rate_tokens: Mapped[float | None] = mapped_column(Float)
+    rate_checked_at: Mapped[datetime | None] = mapped_column(Timestamp())
     created_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(Timestamp(), default=utcnow, onupdate=utcnow)
 
