@@ -149,7 +149,7 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         else:
             cur.execute(sql.EXPIRE, params)
             cur.fetchall()
-            cur.execute(sql.CLAIM[False], params)
+            cur.execute(sql.CLAIM[False][False], params)  # no type has a limit here
             rows = cur.fetchall()
         finish([row[0] for row in rows], now, "claimed", 1)
         if not rows and not logs_itself:

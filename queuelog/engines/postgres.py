@@ -35,6 +35,7 @@ from queuelog.engines.postgres_sql import (
     INSERT,
     INSERT_IDEMPOTENT,
     LEASE_DUE,
+    LOCK_LIMITED,
     MINUTE,
     PICK,
     PRUNE,
@@ -81,6 +82,15 @@ def retry_aborted(method: F) -> F:
 
 # After retry_aborted, which the running jobs' operations use too.
 from queuelog.engines.postgres_running import EXPIRE_CANCELLED, PostgresRunning  # noqa: E402
+
+
+def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
+    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, commit."""
+    conn.execute("BEGIN")
+    conn.execute(lock, params)
+    cur.execute(statement, params)
+    conn.execute("COMMIT")
+    return cur.fetchall()
 
 
 class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, PostgresRunning):
@@ -162,19 +172,26 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         if types:
             params["types"] = list(types)
         statement = CLAIM[bool(types)]
+        lock = LOCK_LIMITED[bool(types)]
         with self.db.cursor(write=True, autocommit=True) as cur:
+            conn = cur.connection
             # First, at the same time, the leases of jobs whose cancellation was requested: these end
-            # cancelled, not retried. Pipelined, so that the claim stays one round trip.
-            with cur.connection.pipeline():
-                cur.connection.execute(EXPIRE_CANCELLED, {"now": now})
-                tagged = cur.execute(statement, params).fetchall()
+            # cancelled, not retried. Then the claim's transaction: the limited types' rows locked, then
+            # the claim, whose snapshot is taken under the lock (docs/flow-control.md). Pipelined, so that
+            # the claim stays one round trip; BEGIN and COMMIT by hand, which costs less than psycopg's
+            # transaction blocks (an error leaves the transaction to the cursor's rollback).
+            with conn.pipeline():
+                conn.execute(EXPIRE_CANCELLED, {"now": now})
+                tagged = _claim_under_lock(conn, cur, lock, statement, params)
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
             if len(rows) < limit and any(job.status == "pending" for job in expired):
                 # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
                 # as on SQLite, the claim that settles a lease may hand the job out again.
                 params.update(limit=limit - len(rows), token=secrets.token_hex(16))
-                rows += [row[1:] for row in cur.execute(statement, params).fetchall() if row[0] == "claimed"]
+                with conn.pipeline():
+                    tagged = _claim_under_lock(conn, cur, lock, statement, params)
+                rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
     def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:

@@ -45,13 +45,49 @@ INSERT_IDEMPOTENT = (
 )
 BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = %(owner)s AND idempotency_key = %(key)s"
 
-PICK = {
+# Flow control (docs/flow-control.md). A limited type's room is how many of its jobs one claim may take
+# now: its concurrency limit less its running jobs, and the whole tokens of its rate limit's bucket,
+# refilled for the time since it was last spent. Only limited types are counted. The claim runs in a
+# transaction that first locks the limited types' rows (LOCK_LIMITED), so that its statement's snapshot,
+# taken after the lock, sees every job claimed by the claims before it.
+_SINCE = "greatest(0, extract(epoch FROM %(now)s - coalesce(rate_checked_at, %(now)s)))"
+TOKENS = f"least(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_limit::float8 / rate_period)"
+_RUNNING = "(SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.type = t.name)"
+_UNLIMITED = "1000000000"
+_ROOM = (
+    "room AS (SELECT name, least("
+    f"coalesce(concurrency_limit - {_RUNNING}, {_UNLIMITED}), coalesce(floor({TOKENS})::int, {_UNLIMITED})"
+    ") AS room FROM job_types t WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
+)
+_LIMITED = "(concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
+# NO KEY UPDATE: the lock an UPDATE of non-key columns takes, so that it waits only for other claims.
+LOCK_LIMITED = {
+    typed: f"SELECT name FROM job_types WHERE {_LIMITED}"
+    + (" AND name = ANY(%(types)s)" if typed else "")
+    + " ORDER BY name FOR NO KEY UPDATE"
+    for typed in (False, True)
+}
+# Paused types and types without room are passed over.
+_PICKED = {
     typed: "SELECT id FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
     + (" AND type = ANY(%(types)s)" if typed else "")
-    + " AND type NOT IN (SELECT name FROM job_types WHERE paused)"
+    + " AND type NOT IN (SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1)"
     " ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
     for typed in (False, True)
 }
+PICK = {typed: f"WITH {_ROOM} {pick}" for typed, pick in _PICKED.items()}
+# A batch takes at most a type's room of its jobs, in claim order, so it may bring fewer jobs than asked.
+_WITHIN_ROOM = (
+    "SELECT c.id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
+    " AS n FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM picked))) AS c LEFT JOIN room ON room.name = c.type"
+    " WHERE room.room IS NULL OR c.n <= room.room"
+)
+# The rate-limited types among the jobs taken spend one token per job from their refilled bucket.
+_SPEND = (
+    f"UPDATE job_types t SET rate_tokens = {TOKENS} - taken.n, rate_checked_at = %(now)s"
+    " FROM (SELECT type, count(*) AS n FROM claimed GROUP BY type) AS taken"
+    " WHERE t.name = taken.type AND t.rate_limit IS NOT NULL"
+)
 # Lease expiry: a retryable failure by "system", with its backoff and its history row.
 _EXPIRE = (
     "UPDATE jobs SET status = CASE WHEN retry_count < max_retries THEN 'pending' ELSE 'failed' END,"
@@ -72,13 +108,15 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
 CLAIM = {
-    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), picked AS ({pick} FOR UPDATE SKIP LOCKED),"
+    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, picked AS ({pick} FOR UPDATE SKIP LOCKED),"
+    f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
-    f" WHERE jobs.id = ANY(ARRAY(SELECT id FROM picked)) RETURNING {_RETURNING}),"
+    f" WHERE jobs.id = ANY(ARRAY(SELECT id FROM within)) RETURNING {_RETURNING}),"
+    f" spent AS ({_SPEND}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
     f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
-    for typed, pick in PICK.items()
+    for typed, pick in _PICKED.items()
 }
 LEASE_DUE = "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s LIMIT 1"
 HEARTBEAT = f"UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"

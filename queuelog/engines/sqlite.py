@@ -36,6 +36,7 @@ from queuelog.engines.sqlite_sql import (
     INSERT,
     INSERT_IDEMPOTENT,
     LEASE_DUE,
+    LIMITED,
     MINUTE,
     PICK,
     PRUNE,
@@ -43,6 +44,7 @@ from queuelog.engines.sqlite_sql import (
     PRUNE_THROUGHPUT,
     RETRY,
     SET_AVAILABLE,
+    SPEND,
     bind_items,
     bind_time,
     decode_job,
@@ -134,9 +136,12 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
             params["types"] = json.dumps(list(types))
         with self.db.cursor(write=True) as cur:
             expired = self._expire(cur, now, backoff)  # first: a job settled here may be claimed at once
+            limited = cur.execute(LIMITED).fetchone() is not None
             jobs = sorted(
-                map(decode_job, cur.execute(CLAIM[bool(types)], params).fetchall()), key=claim_order
+                map(decode_job, cur.execute(CLAIM[limited][bool(types)], params).fetchall()), key=claim_order
             )
+            if limited and jobs:
+                cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
             _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
         return Claimed(jobs, expired)
 

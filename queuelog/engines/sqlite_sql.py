@@ -30,23 +30,72 @@ BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND 
 # they are built.
 EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUES (?, ?, ?, ?, ?, ?)"
 
+# Flow control (docs/flow-control.md). A limited type's room is how many of its jobs one claim may take
+# now: its concurrency limit less its running jobs (counted through the partial index of leases), and the
+# whole tokens of its rate limit's bucket, refilled for the time since it was last spent. Only limited types
+# are counted; the write lock is held, so the count and the claim see the same rows.
+# Seconds since the bucket was last spent, to the millisecond: julianday() differences carry about 40 µs
+# of rounding error, which would make a refill due at exactly :now come a little short.
+_SINCE = "max(0.0, round((julianday(:now) - julianday(coalesce(rate_checked_at, :now))) * 86400.0, 3))"
+TOKENS = f"min(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_limit / rate_period)"
+_RUNNING = (
+    "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_lease WHERE r.status = 'running' AND r.type = t.name)"
+)
+_UNLIMITED = "1000000000"
+_ROOM = (
+    "room AS MATERIALIZED (SELECT name, min("
+    f"coalesce(concurrency_limit - {_RUNNING}, {_UNLIMITED}), coalesce(CAST({TOKENS} AS INTEGER), {_UNLIMITED})"
+    ") AS room FROM job_types t WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
+)
 # The claim, in claim order. Without statistics SQLite would take ix_jobs_status_id for `status =
 # 'pending'` and sort every pending row: naming the partial index keeps a claim's cost flat at any
 # backlog, and `+status` keeps the status index out of the outer condition (README, Performance). The
-# write lock is held (BEGIN IMMEDIATE), so the pick and the update see the same rows.
-PICK = {
-    typed: "SELECT id FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
+# write lock is held (BEGIN IMMEDIATE), so the pick and the update see the same rows. Paused types and
+# types without room are passed over; a batch takes at most a type's room of its jobs (the window), so it
+# may bring fewer jobs than asked.
+_HELD = "(SELECT name FROM job_types WHERE paused = 1 UNION ALL SELECT name FROM room WHERE room < 1)"
+_PICKED = {
+    typed: "SELECT {columns} FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
     + (" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
-    + " AND type NOT IN (SELECT name FROM job_types WHERE paused = 1)"
+    + f" AND type NOT IN {_HELD}"
     " ORDER BY priority DESC, available_at, id LIMIT :limit"
     for typed in (False, True)
 }
-CLAIM = {
-    typed: "UPDATE jobs SET status = 'running', worker_id = :worker, lease_token = :token, claimed_at = :now,"
-    f" lease_expires_at = :expires, updated_at = :now WHERE id IN ({pick}) AND +status = 'pending'"
+PICK = {typed: f"WITH {_ROOM} {pick.format(columns='id')}" for typed, pick in _PICKED.items()}
+_WITHIN_ROOM = (
+    "SELECT id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
+    " AS n FROM ({picked})) AS c WHERE n <= coalesce((SELECT room FROM room WHERE name = c.type), n)"
+)
+_CLAIM = (
+    "UPDATE jobs SET status = 'running', worker_id = :worker, lease_token = :token, claimed_at = :now,"
+    " lease_expires_at = :expires, updated_at = :now WHERE id IN ({picked}) AND +status = 'pending'"
     f" RETURNING {JOB_COLUMNS}"
-    for typed, pick in PICK.items()
+)
+# CLAIM[limited][typed]. While no type has a limit (the claim reads LIMITED under the write lock, so that
+# no limit can be set in between), the claim passes over paused types only, and costs what it did before
+# flow control.
+LIMITED = "SELECT 1 FROM job_types WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL LIMIT 1"
+CLAIM = {
+    True: {
+        typed: f"WITH {_ROOM} "
+        + _CLAIM.format(
+            picked=_WITHIN_ROOM.format(picked=pick.format(columns="id, type, priority, available_at"))
+        )
+        for typed, pick in _PICKED.items()
+    },
+    False: {
+        typed: _CLAIM.format(
+            picked=pick.format(columns="id").replace(_HELD, "(SELECT name FROM job_types WHERE paused = 1)")
+        )
+        for typed, pick in _PICKED.items()
+    },
 }
+# After a claim, in its transaction: the rate-limited types among the jobs taken (a JSON array of their
+# types, one per job) spend one token per job from their refilled bucket.
+SPEND = (
+    f"UPDATE job_types AS t SET rate_tokens = {TOKENS} - (SELECT count(*) FROM json_each(:taken) WHERE value = t.name),"
+    " rate_checked_at = :now WHERE rate_limit IS NOT NULL AND name IN (SELECT value FROM json_each(:taken))"
+)
 # An expired lease is a retryable failure by the system; the backoff is added per row afterwards.
 EXPIRE = (
     "UPDATE jobs INDEXED BY ix_jobs_lease"

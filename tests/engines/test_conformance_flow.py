@@ -1,0 +1,158 @@
+"""Flow control in the claim itself (docs/flow-control.md), on each engine: a type's concurrency limit and
+rate limit hold across concurrent claims, jobs over a limit wait (never fail), and other types go on.
+
+Times are passed in, so the rate limit's bucket refills exactly as the tests say; the races use threads
+that each claim through the engine on their own connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy import func, select
+
+from queuelog.models import Job, JobType
+from tests.engines.conftest import NOW, later, new
+from tests.engines.test_conformance import claim
+
+
+def limit_type(db, name, *, concurrency=None, rate=None, period=None):
+    """Set a type's limits through the ORM (the admin's path), with a full bucket."""
+    with db.session(write=True) as session, session.begin():
+        job_type = session.query(JobType).filter_by(name=name).one_or_none()
+        if job_type is None:
+            job_type = JobType(name=name, description="")
+            session.add(job_type)
+        job_type.concurrency_limit = concurrency
+        job_type.rate_limit = rate
+        job_type.rate_period = period
+        job_type.rate_tokens = None
+        job_type.rate_checked_at = None
+
+
+def running(db, job_type="email"):
+    with db.session() as session:
+        return session.scalar(select(func.count()).where(Job.status == "running", Job.type == job_type))
+
+
+def complete(engine, job, at=NOW):
+    return engine.complete(job.id, job.worker_id, job.lease_token, now=at, result_json=None)
+
+
+def test_a_concurrency_limit_caps_running_jobs_and_other_types_go_on(db, engine):
+    limit_type(db, "email", concurrency=2)
+    engine.insert("alice", [new("email", priority=30) for _ in range(5)] + [new("pdf"), new("pdf")], NOW)
+    first = claim(engine, limit=10).jobs
+    assert sorted(j.type for j in first) == ["email", "email", "pdf", "pdf"]
+    assert claim(engine, limit=10).jobs == [] and claim(engine, types=["email"]).jobs == []
+    assert not engine.claimable(now=NOW, types=["email"])
+    complete(engine, next(j for j in first if j.type == "email"))
+    assert engine.claimable(now=NOW, types=["email"])
+    assert [j.type for j in claim(engine, limit=10).jobs] == ["email"]
+    assert claim(engine, limit=10).jobs == []
+    assert len(engine.list_jobs(status="pending")) == 2  # waiting, not failed
+
+
+def test_a_batch_takes_a_limited_type_in_claim_order_up_to_its_room(db, engine):
+    limit_type(db, "email", concurrency=3)
+    ids = [
+        job.id
+        for job, _ in engine.insert("alice", [new("email", priority=p) for p in (0, 30, 10, 20, 30)], NOW)
+    ]
+    jobs = claim(engine, limit=10).jobs
+    assert [j.id for j in jobs] == [ids[1], ids[4], ids[3]]  # priority 30, 30, 20: the first three in order
+
+
+def test_a_rate_limit_spends_tokens_and_refills_with_time(db, engine):
+    limit_type(db, "email", rate=2, period=60)
+    engine.insert("alice", [new("email") for _ in range(6)] + [new("pdf")], NOW)
+    assert sorted(j.type for j in claim(engine, limit=10, lease=3600).jobs) == ["email", "email", "pdf"]
+    assert claim(engine, limit=10).jobs == []
+    assert not engine.claimable(now=later(29), types=["email"])
+    assert claim(engine, at=later(29), limit=10).jobs == []  # 0.97 of a token
+    assert engine.claimable(now=later(30), types=["email"])
+    assert len(claim(engine, at=later(30), limit=10, lease=3600).jobs) == 1  # half the period: one token
+    assert len(claim(engine, at=later(1000), limit=10, lease=3600).jobs) == 2  # a full bucket holds two
+    assert len(engine.list_jobs(status="pending")) == 1
+
+
+def test_a_type_under_both_limits_takes_the_smaller_room(db, engine):
+    limit_type(db, "email", concurrency=1, rate=5, period=60)
+    engine.insert("alice", [new("email") for _ in range(4)], NOW)
+    [job] = claim(engine, limit=10).jobs
+    assert claim(engine, limit=10).jobs == []
+    complete(engine, job)
+    assert len(claim(engine, limit=10).jobs) == 1  # the bucket has four tokens left, one slot
+
+
+def test_removing_a_limit_frees_the_waiting_jobs(db, engine):
+    limit_type(db, "email", concurrency=1)
+    engine.insert("alice", [new("email") for _ in range(3)], NOW)
+    assert len(claim(engine, limit=10).jobs) == 1
+    limit_type(db, "email")
+    assert len(claim(engine, limit=10).jobs) == 2
+
+
+def test_eight_workers_never_run_more_than_the_concurrency_limit(db, engine):
+    limit_type(db, "email", concurrency=2)
+    total, workers = 40, 8
+    engine.insert("alice", [new("email", payload={"n": n}) for n in range(total)], NOW)
+    start = threading.Barrier(workers)
+    lock = threading.Lock()
+    held, most, done = 0, 0, []
+
+    def work(index):
+        nonlocal held, most
+        start.wait()
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < 3:
+            jobs = claim(engine, f"w{index}", limit=1 + index % 3).jobs
+            if not jobs:
+                time.sleep(0.001)
+                continue
+            idle_since = time.monotonic()
+            with lock:
+                held += len(jobs)
+                most = max(most, held)
+            time.sleep(0.005)  # the work: long enough for the others to try
+            with lock:
+                held -= len(jobs)
+            for job in jobs:
+                assert complete(engine, job).status == "completed"
+                done.append(job.id)
+
+    def watch(stop):
+        seen = 0
+        while not stop.is_set():
+            seen = max(seen, running(db))
+        return seen
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(workers + 1) as pool:
+        watcher = pool.submit(watch, stop)
+        list(pool.map(work, range(workers)))
+        stop.set()
+        assert watcher.result() <= 2
+    assert most == 2  # the limit was reached, and never passed
+    assert len(done) == len(set(done)) == total
+
+
+def test_eight_workers_never_claim_more_than_the_rate_limit(db, engine):
+    limit_type(db, "email", rate=5, period=3600)
+    engine.insert("alice", [new("email") for _ in range(30)] + [new("pdf") for _ in range(10)], NOW)
+    start = threading.Barrier(8)
+
+    def work(index):
+        start.wait()
+        mine = []
+        for _ in range(10):
+            mine += claim(engine, f"w{index}", limit=1 + index % 4).jobs
+        return mine
+
+    with ThreadPoolExecutor(8) as pool:
+        claimed = [job for mine in pool.map(work, range(8)) for job in mine]
+    assert sorted(j.type for j in claimed).count("email") == 5
+    assert sorted(j.type for j in claimed).count("pdf") == 10
+    assert len({j.id for j in claimed}) == len(claimed)
