@@ -221,6 +221,13 @@ class Job(Base):
             sqlite_where=text("status = 'running'"),
             postgresql_where=text("status = 'running'"),
         ),
+        # Running jobs by type: a limited type's running jobs, counted by each claim (docs/flow-control.md).
+        Index(
+            "ix_jobs_running_type",
+            "type",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
         # Idempotency keys are unique per owner while the job exists.
         Index(
             "uq_jobs_owner_idempotency_key",

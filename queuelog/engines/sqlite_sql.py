@@ -31,7 +31,7 @@ BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND 
 EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUES (?, ?, ?, ?, ?, ?)"
 
 # Flow control (docs/flow-control.md). A limited type's room is how many of its jobs one claim may take
-# now: its concurrency limit less its running jobs (counted through the partial index of leases), and the
+# now: its concurrency limit less its running jobs (counted in the partial index ix_jobs_running_type), and the
 # whole tokens of its rate limit's bucket, refilled for the time since it was last spent. Only limited types
 # are counted; the write lock is held, so the count and the claim see the same rows.
 # Seconds since the bucket was last spent, to the millisecond: julianday() differences carry about 40 µs

@@ -1,4 +1,5 @@
-"""per-type flow control: a concurrency limit and a rate limit with its token bucket (docs/flow-control.md)
+"""per-type flow control: a concurrency limit, a rate limit with its token bucket, and an index of running
+jobs by type (docs/flow-control.md)
 
 Revision ID: 0008
 Revises: 0007
@@ -29,8 +30,18 @@ def _columns() -> list[sa.Column]:
 def upgrade() -> None:
     for column in _columns():
         op.add_column("job_types", column)
+    # A limited type's running jobs are counted by every claim: through this index the count reads that
+    # type's running entries only, at most its limit, not every running job.
+    op.create_index(
+        "ix_jobs_running_type",
+        "jobs",
+        ["type"],
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_running_type", table_name="jobs")
     for column in reversed(_columns()):
         op.drop_column("job_types", column.name)
