@@ -95,6 +95,18 @@ def test_removing_a_limit_frees_the_waiting_jobs(db, engine):
     assert len(claim(engine, limit=10).jobs) == 2
 
 
+def test_a_limit_lowered_below_the_running_jobs_holds_claims_until_enough_finish(db, engine):
+    engine.insert("alice", [new("email") for _ in range(6)], NOW)
+    held = claim(engine, limit=4).jobs
+    limit_type(db, "email", concurrency=2)
+    assert claim(engine, limit=10).jobs == []
+    complete(engine, held[0])
+    complete(engine, held[1])
+    assert claim(engine, limit=10).jobs == []  # two still running: at the limit
+    complete(engine, held[2])
+    assert len(claim(engine, limit=10).jobs) == 1
+
+
 def test_eight_workers_never_run_more_than_the_concurrency_limit(db, engine):
     limit_type(db, "email", concurrency=2)
     total, workers = 40, 8
