@@ -1,5 +1,5 @@
 """Prometheus metrics: counters and a claim-latency histogram kept by the queue layer, and gauges read
-from the database (the trigger-kept ``job_counts`` table) at scrape time.
+from the database (the trigger-kept ``job_counts`` table, and the job types' limits) at scrape time.
 
 Under gunicorn, ``gunicorn.conf.py`` sets ``PROMETHEUS_MULTIPROC_DIR`` before any worker imports this
 module, so every process writes its counters to files in that folder and a scrape, whichever process
@@ -75,6 +75,31 @@ class DatabaseCollector:
         yield by_status_type
         yield pending
         yield oldest
+        yield from self._flow_control()
+
+    def _flow_control(self) -> Iterator[GaugeMetricFamily]:
+        """Each type's limits (docs/flow-control.md), beside which ``queuelog_jobs{status="running"}`` shows
+        how close it runs; paused types as 1. Types without a limit have no sample."""
+        paused = GaugeMetricFamily(
+            "queuelog_type_paused", "1 for a paused job type, else 0.", labels=["type"]
+        )
+        concurrency = GaugeMetricFamily(
+            "queuelog_type_concurrency_limit", "Most jobs of the type running at once.", labels=["type"]
+        )
+        rate = GaugeMetricFamily(
+            "queuelog_type_rate_limit", "Most claims of the type's jobs per rate period.", labels=["type"]
+        )
+        period = GaugeMetricFamily(
+            "queuelog_type_rate_period_seconds", "The period of the type's rate limit.", labels=["type"]
+        )
+        for job_type in self.engine.all_job_types():
+            paused.add_metric([job_type.name], 1.0 if job_type.paused else 0.0)
+            if job_type.concurrency_limit is not None:
+                concurrency.add_metric([job_type.name], job_type.concurrency_limit)
+            if job_type.rate_limit is not None and job_type.rate_period is not None:
+                rate.add_metric([job_type.name], job_type.rate_limit)
+                period.add_metric([job_type.name], job_type.rate_period)
+        yield from (paused, concurrency, rate, period)
 
 
 def exposition(db: Database) -> bytes:

@@ -95,3 +95,24 @@ def test_metrics_need_the_token_or_an_admin_key(client, producer, worker, admin)
     assert response.status_code == 200
     families = {f.name for f in text_string_to_metric_families(response.get_data(as_text=True))}
     assert {"queuelog_jobs_enqueued", "queuelog_jobs", "queuelog_claim_duration_seconds"} <= families
+
+
+def test_metrics_show_each_types_limits_beside_its_running_jobs(app, admin, producer, worker):
+    types = app.extensions["queuelog"]["queue"].types
+    types.update("email", concurrency_limit=2, rate_limit=100, rate_period=60)
+    types.update("pdf", paused=True)
+    for _ in range(3):
+        assert producer.post("/jobs", json={"type": "email"}).status_code == 201
+    assert len(worker.post("/jobs/claim", json={"limit": 10}).get_json()["jobs"]) == 2
+    samples = {}
+    for family in text_string_to_metric_families(admin.get("/metrics").get_data(as_text=True)):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    email, pdf, sync = (("type", "email"),), (("type", "pdf"),), (("type", "sync"),)
+    assert samples[("queuelog_type_concurrency_limit", email)] == 2
+    assert samples[("queuelog_jobs", (("status", "running"), *email))] == 2
+    assert samples[("queuelog_type_rate_limit", email)] == 100
+    assert samples[("queuelog_type_rate_period_seconds", email)] == 60
+    assert (samples[("queuelog_type_paused", pdf)], samples[("queuelog_type_paused", email)]) == (1, 0)
+    assert ("queuelog_type_concurrency_limit", pdf) not in samples
+    assert ("queuelog_type_rate_limit", sync) not in samples
