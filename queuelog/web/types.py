@@ -119,10 +119,10 @@ def types():
     )
 
 
-def _limit_value(text: str | None) -> Any:
+def _limit_value(value: Any) -> Any:
     """A limit as typed: None when empty, an integer when it is one, else the text itself, which the queue
-    layer refuses as not a whole number (beside the field)."""
-    text = (text or "").strip()
+    layer refuses as not a whole number (beside the field). A form without the field keeps the type's."""
+    text = "" if value is None else str(value).strip()
     if not text:
         return None
     return int(text) if _WHOLE.match(text) else text

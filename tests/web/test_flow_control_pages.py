@@ -150,3 +150,10 @@ def test_the_dashboard_shows_admins_the_limited_types(
 
 def text_of_html(fragment: str) -> str:
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", fragment))).strip()
+
+
+def test_a_form_without_the_limit_fields_keeps_the_limits(admin_browser, queue):
+    queue.types.set_limits("email", "ada", concurrency_limit=4, rate_limit=9, rate_period=30)
+    saved = admin_browser.submit("/admin/types/email", description="Only this", payload_schema="")
+    assert saved.status_code == 302
+    assert settings(queue) == ("Only this", 4, 9, 30)
