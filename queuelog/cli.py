@@ -185,11 +185,14 @@ def types_add(name: str, description: str, schema_file) -> None:
 
 @types_cli.command("list")
 def types_list() -> None:
-    """List job types: name, state, whether a schema is set, description."""
+    """List job types: name, state, whether a schema is set, description, concurrency limit, rate limit."""
+    from queuelog.queue.limits import rate_text
+
     for t in _ext("queue").types.all():
         state = "disabled" if not t.enabled else ("paused" if t.paused else "enabled")
         schema = "schema" if t.payload_schema is not None else "-"
-        click.echo(f"{t.name}\t{state}\t{schema}\t{t.description}")
+        concurrency = "-" if t.concurrency_limit is None else t.concurrency_limit
+        click.echo(f"{t.name}\t{state}\t{schema}\t{t.description}\t{concurrency}\t{rate_text(t)}")
 
 
 def _set_type(name: str, **changes) -> None:
@@ -232,6 +235,7 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
+    from queuelog import cli_types  # noqa: F401 - it adds "types limit"
     from queuelog.cli_schedules import schedules_cli
 
     for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli):

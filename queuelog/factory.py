@@ -19,10 +19,11 @@ from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
-API_PREFIXES = ("/jobs", "/healthz", "/metrics", "/openapi.json", "/problems")
+API_PREFIXES = ("/jobs", "/types", "/healthz", "/metrics", "/openapi.json", "/problems")
 API_PATHS = (
     "/jobs",
     "/schedules",
+    "/types",
     "/healthz",
     "/metrics",
     "/openapi.json",

@@ -145,12 +145,13 @@ def test_types_add_list_disable(runner, tmp_path, producer):
     )
     assert result.exit_code == 0, result.output
     listing = runner.invoke(args=["types", "list"]).output.splitlines()
-    assert "webhook\tenabled\tschema\tPOST a URL" in listing
+    assert "webhook\tenabled\tschema\tPOST a URL\t-\t-" in listing
     assert producer.post("/jobs", json={"type": "webhook", "payload": {}}).status_code == 422
     assert producer.post("/jobs", json={"type": "webhook", "payload": {"url": "x"}}).status_code == 201
     assert runner.invoke(args=["types", "disable", "webhook"]).exit_code == 0
     assert (
-        "webhook\tdisabled\tschema\tPOST a URL" in runner.invoke(args=["types", "list"]).output.splitlines()
+        "webhook\tdisabled\tschema\tPOST a URL\t-\t-"
+        in runner.invoke(args=["types", "list"]).output.splitlines()
     )
     assert producer.post("/jobs", json={"type": "webhook", "payload": {"url": "x"}}).status_code == 422
     assert runner.invoke(args=["types", "add", "webhook"]).exit_code != 0

@@ -1,5 +1,5 @@
 """The README's examples outside the walkthrough ("Schedules (periodic jobs)", "Running jobs: cancel,
-progress, snooze"), each run as written against a live server on a new SQLite instance, in a folder laid
+progress, snooze", "Flow control (concurrency and rate limits)"), each run as written against a live server on a new SQLite instance, in a folder laid
 out like the checkout (the way tests/test_readme.py runs the walkthrough)."""
 
 from __future__ import annotations
@@ -69,3 +69,32 @@ def test_the_running_jobs_example_runs_as_written(checkout, tmp_path):  # noqa: 
     assert events == ["enqueued", "claimed", "cancel_requested", "cancelled"]
     snoozed = json.loads(lines[6])
     assert (snoozed["status"], snoozed["retry_count"], snoozed["snooze_count"]) == ("pending", 0, 1)
+
+
+def test_the_flow_control_example_runs_as_written(checkout, tmp_path):  # noqa: F811 - the fixture
+    out = run_example("## Flow control (concurrency and rate limits)", checkout, tmp_path)
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "limited type pdf: concurrency 4, rate -",
+        "limited type email: concurrency -, rate 100/m",
+    ]
+    changed = json.loads(lines[2])
+    assert {k: changed[k] for k in ("name", "concurrency_limit", "rate_limit", "rate_period", "running")} == {
+        "name": "sync", "concurrency_limit": 2, "rate_limit": 10, "rate_period": 30, "running": 0,
+    }  # fmt: skip
+    refused = json.loads(lines[3])
+    assert refused["status"] == 422 and refused["type"] == "/problems/validation-failed"
+    assert refused["errors"] == [
+        {"field": "concurrency_limit", "message": "must be an integer from 1 to 10000"}
+    ]
+    assert lines[4] == "2"  # the 422 saved nothing
+    assert lines[5:8] == [
+        "email\tenabled\t-\t\t-\t100/m",
+        "pdf\tenabled\t-\t\t4\t-",
+        "sync\tenabled\t-\t\t2\t10/30s",
+    ]
+    assert lines[8:] == [
+        "limited type pdf: concurrency -, rate -",
+        "limited type email: concurrency -, rate -",
+        "None",
+    ]

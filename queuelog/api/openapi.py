@@ -277,6 +277,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The whole document, with ``limits`` (the app's ``QUEUELOG`` configuration) filled in."""
     from queuelog.api.openapi_running import running_paths  # they build on this module's helpers
     from queuelog.api.openapi_schedules import schedule_paths
+    from queuelog.api.openapi_types import type_paths
 
     return fill(
         {
@@ -291,7 +292,7 @@ def document(limits: Mapping[str, Any]) -> dict[str, Any]:
                 "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                 "schemas": COMPONENTS,
             },
-            "paths": {**_paths(), **running_paths(), **schedule_paths()},
+            "paths": {**_paths(), **running_paths(), **schedule_paths(), **type_paths()},
         },
         limits,
     )

@@ -95,6 +95,8 @@ TABLE: dict[Code, Wording] = {
     Code.INTERVAL_OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be an integer from 1 to {p['max']}"),
     Code.UNKNOWN_TIMEZONE: Wording(*_INVALID, lambda p: "is not an IANA time zone (e.g. Europe/Berlin)"),
     Code.BAD_MISSED_POLICY: Wording(*_INVALID, lambda p: f"must be {' or '.join(p['allowed'])}"),
+    Code.TYPE_NOT_FOUND: Wording(404, "not-found", lambda p: f"job type {p['name']!r} does not exist"),
+    Code.NOT_AN_INTEGER: Wording(*_INVALID, lambda p: f"must be an integer from {p['low']} to {p['high']}"),
 }
 
 

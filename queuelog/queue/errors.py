@@ -52,6 +52,9 @@ class Code(StrEnum):
     INTERVAL_OUT_OF_RANGE = "interval_out_of_range"  # max: seconds (the least is 1)
     UNKNOWN_TIMEZONE = "unknown_timezone"  # timezone: not an IANA zone name
     BAD_MISSED_POLICY = "bad_missed_policy"  # allowed: the policies
+    # Job types and their flow control (queuelog/queue/limits.py, docs/flow-control.md)
+    TYPE_NOT_FOUND = "type_not_found"  # name
+    NOT_AN_INTEGER = "not_an_integer"  # low, high: a whole number is needed (not true, 1.5 or "2")
 
 
 # The codes only schedules give: the command line words them itself (queuelog/cli_schedules.py).
@@ -96,6 +99,13 @@ class NotLeaseHolder(QueueError):
 
 class IdempotencyKeyReused(QueueError):
     """The owner used this idempotency key before with other parameters (``IDEMPOTENCY_KEY_REUSED``)."""
+
+
+class JobTypeNotFound(QueueError, LookupError):
+    """No job type of that name (``Code.TYPE_NOT_FOUND``); a ``LookupError`` too, as before codes."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(Code.TYPE_NOT_FOUND, name=name)
 
 
 class JobValidationError(QueueError):

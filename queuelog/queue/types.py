@@ -19,7 +19,8 @@ from referencing.jsonschema import DRAFT202012
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import JobType
-from queuelog.queue.errors import Code, JobValidationError
+from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
+from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
 from queuelog.refusals import Refused
 
 if TYPE_CHECKING:
@@ -215,13 +216,48 @@ class JobTypeRules:
         self.invalidate()
         return job_type
 
+    def get(self, name: str) -> JobType:
+        """The type ``name``; ``JobTypeNotFound`` (a ``LookupError``) when there is none."""
+        job_type = next((t for t in self.all() if t.name == name), None)
+        if job_type is None:
+            raise JobTypeNotFound(name)
+        return job_type
+
     def update(self, name: str, **changes: Any) -> JobType:
-        """Change ``description``, ``payload_schema``, ``enabled`` or ``paused`` of an existing type."""
+        """Change ``description``, ``payload_schema``, ``enabled`` or ``paused`` of an existing type, and its
+        limits (``concurrency_limit``, ``rate_limit``, ``rate_period``; checked by ``limit_changes``, which
+        may raise ``InvalidValues``). An unknown type raises ``JobTypeNotFound`` (a ``LookupError``)."""
+        limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
+        if limits:
+            changes.update(limit_changes(self.get(name), limits))
+        return self._write(name, changes)
+
+    def _write(self, name: str, changes: dict[str, Any]) -> JobType:
         job_type = self.engine.update_job_type(name, changes)
         if job_type is None:
-            raise LookupError(name)
+            raise JobTypeNotFound(name)
         self.invalidate()
         return job_type
+
+    def change(self, name: str, actor: str, **changes: Any) -> JobType:
+        """``update``, recorded in the audit log as ``type.update`` by ``actor`` with what changed (the
+        JSON API, the command line and the edit page change types through here)."""
+        from queuelog.auth import audit  # queuelog.auth imports the queue layer's codes
+
+        before = self.get(name)
+        limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
+        if limits:
+            changes.update(limit_changes(before, limits))
+        job_type = self._write(name, changes)
+        audit(self.db, actor, "type.update", name, change_summary(before, changes))
+        return job_type
+
+    def set_limits(self, name: str, actor: str, **limits: Any) -> JobType:
+        """Set or remove (None) any of ``concurrency_limit``, ``rate_limit`` and ``rate_period``."""
+        unknown = set(limits) - set(LIMIT_FIELDS)
+        if unknown:
+            raise TypeError(f"not a limit: {', '.join(sorted(unknown))}")
+        return self.change(name, actor, **limits)
 
     def seed(self, names: str) -> None:
         """Fill an empty allowlist from a comma-separated list (``QUEUELOG_JOB_TYPES``)."""

@@ -1,26 +1,23 @@
-"""Admin pages: errors (grouped, with bulk retry and cancel), users, API keys, job types, the audit log."""
+"""Admin pages: errors (grouped, with bulk retry and cancel), users, API keys, the audit log; the job types'
+pages are in types.py, on this blueprint."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from wtforms import SelectChoice
 
-from queuelog.auth import AuthError, audit, create_key, create_user, revoke_key, update_user
+from queuelog.auth import AuthError, create_key, create_user, revoke_key, update_user
 from queuelog.models import ApiKey, AuditLog, User
 from queuelog.queue.stats import QueueStats
-from queuelog.queue.types import NAME_PATTERN, check_schema, schema_too_deep
 from queuelog.web import admin_required, console, db, queue
 from queuelog.web.bulk import done_message, record
 from queuelog.web.forms import (
     ConfirmForm,
-    JobTypeForm,
     KeyCreateForm,
     PasswordResetForm,
     UserCreateForm,
@@ -172,96 +169,6 @@ def key_revoke(name: str):
         except AuthError:
             abort(404)
     return redirect(url_for("web_admin.keys"))
-
-
-# -- job types ----------------------------------------------------------------------------------------
-
-
-def _schema_from(form: JobTypeForm):
-    text = (form.payload_schema.data or "").strip()
-    if not text:
-        return None, True
-    try:
-        schema = json.loads(text)
-        problem = check_schema(schema)
-    except ValueError as exc:
-        form.payload_schema.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
-        return None, False
-    except RecursionError:  # deeper than the JSON parser goes: far past the depth limit
-        problem = schema_too_deep()
-    if problem:
-        form.payload_schema.errors.append(refusal_text(problem))
-        return None, False
-    return schema, True
-
-
-@bp.route("/types", methods=["GET", "POST"])
-@admin_required
-def types():
-    form = JobTypeForm()
-    if form.validate_on_submit():
-        name = form.name.data.strip()
-        schema, ok = _schema_from(form)
-        if not re.match(NAME_PATTERN, name):
-            form.name.errors.append(
-                _("Use letters, digits, '_', '.', ':' or '-', starting with a letter or digit.")
-            )
-        elif ok:
-            try:
-                queue().types.add(name, form.description.data or "", schema)
-                audit(db(), current_user.username, "type.create", name)
-                flash(_("Job type %(name)s added.", name=name), "success")
-                return redirect(url_for("web_admin.types"))
-            except IntegrityError:
-                form.name.errors.append(_("A job type with this name exists."))
-    return render_template("admin/types.html", form=form, types=queue().types.all(), confirm=ConfirmForm()), (
-        422 if form.errors else 200
-    )
-
-
-@bp.route("/types/<path:name>", methods=["GET", "POST"])
-@admin_required
-def type_edit(name: str):
-    job_type = next((t for t in queue().types.all() if t.name == name), None)
-    if job_type is None:
-        abort(404)
-    form = JobTypeForm(obj=job_type)
-    if request.method == "GET":
-        form.payload_schema.data = (
-            json.dumps(job_type.payload_schema, indent=2) if job_type.payload_schema else ""
-        )
-    form.name.data = name  # the name is fixed once jobs use it
-    if form.validate_on_submit():
-        schema, ok = _schema_from(form)
-        if ok:
-            queue().types.update(name, description=form.description.data or "", payload_schema=schema)
-            audit(db(), current_user.username, "type.update", name, "description and schema")
-            flash(_("Job type %(name)s saved.", name=name), "success")
-            return redirect(url_for("web_admin.types"))
-    return render_template("admin/type_edit.html", form=form, job_type=job_type), (
-        422 if form.errors else 200
-    )
-
-
-@bp.post("/types/<path:name>/<change>")
-@admin_required
-def type_change(name: str, change: str):
-    settings = {
-        "enable": {"enabled": True},
-        "disable": {"enabled": False},
-        "pause": {"paused": True},
-        "resume": {"paused": False},
-    }
-    if change not in settings:
-        abort(404)
-    if ConfirmForm().validate_on_submit():
-        try:
-            queue().types.update(name, **settings[change])
-        except LookupError:
-            abort(404)
-        audit(db(), current_user.username, f"type.{change}", name)
-        flash(_("Job type %(name)s updated.", name=name), "success")
-    return redirect(url_for("web_admin.types"))
 
 
 # -- audit log ----------------------------------------------------------------------------------------

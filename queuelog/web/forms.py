@@ -135,6 +135,15 @@ class JobTypeForm(FlaskForm):
     enabled = BooleanField(_l("Enabled"), default=True)
 
 
+class JobTypeEditForm(JobTypeForm):
+    """A job type's settings and its flow control (docs/flow-control.md). The limits are text: the queue
+    layer judges them (empty is no limit) and its refusals are shown beside each field."""
+
+    concurrency_limit = StringField(_l("Concurrency limit"), render_kw={"inputmode": "numeric"})
+    rate_limit = StringField(_l("Rate limit"), render_kw={"inputmode": "numeric"})
+    rate_period = StringField(_l("Rate period (seconds)"), render_kw={"inputmode": "numeric"})
+
+
 class ScheduleForm(FlaskForm):
     """A schedule (docs/schedules.md); its rules are checked by the queue layer, beside each field."""
 

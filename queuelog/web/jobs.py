@@ -25,6 +25,7 @@ from queuelog.web import console, principal, queue
 from queuelog.web.forms import MAX_KEY_LENGTH, ConfirmForm, SubmitJobForm
 from queuelog.web.refusals import form_field, refusal_text
 from queuelog.web.search import parse_search
+from queuelog.web.types import flow_rows
 
 bp = Blueprint("web_jobs", __name__)
 JOB_PAGE_REFRESH_SECONDS = 5  # how often the page of a pending or running job reloads itself
@@ -50,6 +51,7 @@ def dashboard():
         chart=_chart(overview["throughput"]),
         busiest=ConsoleStats(queue()).busiest() if admin else [],
         next_schedules=_next_schedules() if admin else [],
+        flow=flow_rows() if admin else [],
     )
 
 

@@ -71,6 +71,8 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.INTERVAL_OUT_OF_RANGE: _l("Enter a whole number of seconds from 1 to %(max)d."),
     Code.UNKNOWN_TIMEZONE: _l("Choose a time zone from the list."),
     Code.BAD_MISSED_POLICY: _l("Choose one of the listed options."),
+    Code.TYPE_NOT_FOUND: _l("There is no job type named %(name)s."),
+    Code.NOT_AN_INTEGER: _l("Enter a whole number from %(low)s to %(high)s."),
 }
 _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
     SchemaFault.NOT_OBJECT: _l("The schema must be a JSON object."),
@@ -90,6 +92,7 @@ MESSAGES: dict[type[StrEnum], dict[Any, LazyString]] = {
     Code: _ABOUT_JOBS,
     SchemaFault: _ABOUT_SCHEMAS,
 }
+_NUMBERS_AS_TEXT = frozenset({Code.OUT_OF_RANGE, Code.NOT_AN_INTEGER})  # their bounds shown as 10,000
 _LIMITS = {"min": PASSWORD_MIN_LENGTH, "max": PASSWORD_MAX_LENGTH}
 
 
@@ -110,7 +113,8 @@ def _values(exc: Refused) -> dict[str, Any]:
         values["message"] = values["reason"]  # the JSON Schema library's own (English) words
     if "allowed" in values:
         values["allowed"] = ", ".join(values["allowed"]) or "—"
-    for name in ("size", "limit"):
+    numbers = ("size", "limit", "low", "high") if exc.code in _NUMBERS_AS_TEXT else ("size", "limit")
+    for name in numbers:
         if isinstance(values.get(name), int):
             values[name] = format_decimal(values[name])
     return values

@@ -1,0 +1,68 @@
+"""Job types for admins (docs/flow-control.md): list, read, add, and change their settings and limits.
+Paths are under /types (the pages' are under /admin/types). Shapes are declared in type_shapes.py; every
+change goes through the queue layer, which checks the limits and writes the audit row."""
+
+from __future__ import annotations
+
+from flask import current_app, g, url_for
+from sqlalchemy.exc import IntegrityError
+
+from queuelog.api.base import bp, json_response, queue, requires
+from queuelog.api.problems import invalid
+from queuelog.api.type_shapes import JOB_TYPE, JOB_TYPE_LIST, TYPE_BODY, TYPE_PATCH, type_record
+from queuelog.api.validation import read_body
+from queuelog.auth import audit
+from queuelog.models import JobType
+from queuelog.queue.limits import running_by_type
+from queuelog.queue.types import check_schema
+
+
+def type_json(job_type: JobType, running: dict[str, int] | None = None) -> dict:
+    if running is None:
+        running = running_by_type(queue().engine)
+    return JOB_TYPE.render(type_record(job_type, running.get(job_type.name, 0)))
+
+
+@bp.get("/types")
+@requires("admin")
+def list_types():
+    """Manage job types."""
+    running = running_by_type(queue().engine)
+    return json_response(
+        JOB_TYPE_LIST.render({"types": [type_json(t, running) for t in queue().types.all()]})
+    )
+
+
+@bp.post("/types")
+@requires("admin")
+def create_type():
+    """Manage job types."""
+    body = TYPE_BODY.parse(read_body())
+    schema = body["payload_schema"]
+    if schema is not None and (problem := check_schema(schema)) is not None:
+        raise invalid("payload_schema", str(problem))
+    try:
+        job_type = queue().types.add(body["name"], body["description"] or "", schema)
+    except IntegrityError:
+        raise invalid("name", "a job type with this name exists") from None
+    audit(current_app.extensions["queuelog"]["db"], g.principal.name, "type.create", job_type.name)
+    location = {"Location": url_for("api.get_type", name=job_type.name)}
+    return json_response(type_json(job_type, {}), 201, location)
+
+
+@bp.get("/types/<path:name>")
+@requires("admin")
+def get_type(name: str):
+    """Manage job types."""
+    return json_response(type_json(queue().types.get(name)))
+
+
+@bp.patch("/types/<path:name>")
+@requires("admin")
+def change_type(name: str):
+    """Manage job types."""
+    raw = read_body()
+    body = TYPE_PATCH.parse(raw)
+    given = {key: body[key] for key in TYPE_PATCH.fields if key in raw}
+    job_type = queue().types.change(name, g.principal.name, **given) if given else queue().types.get(name)
+    return json_response(type_json(job_type))
