@@ -33,7 +33,9 @@ class OrmJobTypes:
 
     def update_job_type(self, name: str, changes: dict[str, Any]) -> JobType | None:
         with self.db.session(write=True) as session, session.begin():
-            job_type = session.scalar(select(JobType).where(JobType.name == name))
+            # Locked while it changes (PostgreSQL; SQLite's write lock is taken already): a claim spending
+            # the rate limit's bucket in between would otherwise keep tokens a changed rate clears.
+            job_type = session.scalar(select(JobType).where(JobType.name == name).with_for_update())
             if job_type is None:
                 return None
             for key, value in changes.items():
