@@ -66,6 +66,9 @@ class Database:
         self.write_engine = self.engine.execution_options(queuelog_write=True)
         self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
         self._sqlite_writer = threading.Lock()
+        self._writer: Any = None  # SQLite: the writer's cursor, opened by the first write (_writer_cursor)
+        self._writer_conn: Any = None
+        self._writer_pid = 0
         database = self.url.database if self.dialect == "sqlite" else None
         self._lock_path = f"{database}.writer-lock" if database and database != ":memory:" else None
 
@@ -81,7 +84,7 @@ class Database:
 
     @contextmanager
     def cursor(self, *, write: bool = False, autocommit: bool = False) -> Iterator[Any]:
-        """A DB-API cursor on a pooled connection, for the queue layer's hot path.
+        """A DB-API cursor for the queue layer's hot path (SQLite's writes: on the writer's connection).
 
         With ``write=True`` the block is one transaction (``BEGIN IMMEDIATE`` on SQLite), committed when it
         ends without an error and rolled back otherwise. Skipping SQLAlchemy's result machinery here is
@@ -100,11 +103,42 @@ class Database:
             # within this process, then an flock on a file beside the database across processes (gunicorn
             # workers). Left to SQLite's busy handler, waiting writers poll with sleeps of 1 ms and up.
             with self._sqlite_writer, _file_lock(self._lock_path):
-                with self._cursor(write=True, autocommit=False) as cur:
+                with self._writer_cursor() as cur:
                     yield cur
             return
         with self._cursor(write=write, autocommit=autocommit) as cur:
             yield cur
+
+    @contextmanager
+    def _writer_cursor(self) -> Iterator[Any]:
+        """The writer's cursor in a ``BEGIN IMMEDIATE`` transaction; the caller holds the writer locks.
+
+        Writes have one connection of their own, kept for the life of the process: no pool checkout and
+        reset per write, and its page cache stays valid from one write to the next, since no other
+        connection of this process writes in between (README, Performance)."""
+        cur = self._writer
+        if cur is None or self._writer_pid != os.getpid():
+            # A connection never crosses a fork: a child leaves its parent's alone and opens its own.
+            self._writer_conn = self.engine.raw_connection()
+            cur = self._writer = self._writer_conn.driver_connection.cursor()
+            self._writer_pid = os.getpid()
+        dbapi_conn = cur.connection
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            yield cur
+            if dbapi_conn.in_transaction:
+                dbapi_conn.commit()
+        except self._unavailable as exc:
+            _rollback(dbapi_conn)
+            raise DatabaseUnavailable(str(exc)) from exc
+        except BaseException:
+            _rollback(dbapi_conn)
+            raise
+
+    def _close_writer(self) -> None:
+        conn, self._writer_conn, self._writer = self._writer_conn, None, None
+        if conn is not None and self._writer_pid == os.getpid():
+            conn.invalidate()  # closed, and never handed out by the pool again
 
     @contextmanager
     def _cursor(self, *, write: bool, autocommit: bool) -> Iterator[Any]:
@@ -115,10 +149,7 @@ class Database:
             if autocommit:
                 dbapi_conn.autocommit = True
             cur = dbapi_conn.cursor()
-            if self.dialect == "sqlite":
-                if write:
-                    cur.execute("BEGIN IMMEDIATE")
-            else:
+            if self.dialect != "sqlite":  # SQLite's writes take _writer_cursor
                 cur.adapters.register_loader(_JSONB_OID, _json_text_loader())
             yield cur
             if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
@@ -149,7 +180,9 @@ class Database:
         return Session(bind=self.write_engine if write else self.engine, expire_on_commit=False)
 
     def dispose(self) -> None:
-        """Close every pooled connection (tests, forks)."""
+        """Close every pooled connection and the writer's (tests, forks)."""
+        with self._sqlite_writer:
+            self._close_writer()
         self.engine.dispose()
 
     # -- schema -------------------------------------------------------------------------------------
