@@ -106,6 +106,9 @@ EXPIRE = (
     f" lease_expires_at = NULL WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
 )
 LEASE_DUE = "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' AND lease_expires_at < :now LIMIT 1"
+# What a claim needs to know before it picks, in one statement: whether any lease has run out (almost never:
+# then neither EXPIRE_CANCELLED nor EXPIRE runs), and whether any type has a limit (LIMITED).
+CLAIM_PROBE = f"SELECT EXISTS ({LEASE_DUE}), EXISTS ({LIMITED})"
 SET_AVAILABLE = "UPDATE jobs SET available_at = :available_at WHERE id = :id"
 COMPLETE = (
     "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"
