@@ -38,9 +38,7 @@ EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUE
 # of rounding error, which would make a refill due at exactly :now come a little short.
 _SINCE = "max(0.0, round((julianday(:now) - julianday(coalesce(rate_checked_at, :now))) * 86400.0, 3))"
 TOKENS = f"min(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_limit / rate_period)"
-_RUNNING = (
-    "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_lease WHERE r.status = 'running' AND r.type = t.name)"
-)
+_RUNNING = "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_running_type WHERE r.status = 'running' AND r.type = t.name)"
 _UNLIMITED = "1000000000"
 _ROOM = (
     "room AS MATERIALIZED (SELECT name, min("
