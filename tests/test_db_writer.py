@@ -4,13 +4,14 @@ fork."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import threading
 
 import pytest
 
-from queuelog.db import Database, DatabaseUnavailable
+from queuelog.db import Database, DatabaseUnavailable, _lock_file
 
 
 @pytest.fixture
@@ -123,3 +124,31 @@ def test_dispose_closes_the_writer_and_the_next_write_opens_another(db):
         assert cur.connection is not first
         cur.execute("INSERT INTO t VALUES (1)")
     assert _values(db) == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path):
+    with db.cursor(write=True) as cur:  # the parent opens its lock file before the fork
+        cur.execute("INSERT INTO t VALUES (1)")
+    holding, release = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: take the write lock, say so, wait for the word to let go
+        code = 1
+        try:
+            with db.cursor(write=True) as cur:
+                cur.execute("INSERT INTO t VALUES (2)")
+                os.write(holding[1], b"x")
+                os.read(release[0], 1)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        assert os.read(holding[0], 1) == b"x"
+        fd = _lock_file(db._lock_path)
+        with pytest.raises(BlockingIOError):  # shared with the child, the lock would be granted here
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.write(release[1], b"x")
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _values(db) == [1, 2]
