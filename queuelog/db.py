@@ -66,7 +66,7 @@ class Database:
         self.write_engine = self.engine.execution_options(queuelog_write=True)
         self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
         self._sqlite_writer = threading.Lock()
-        self._writer: Any = None  # SQLite: the writer's cursor, opened by the first write (cursor)
+        self._writer: Any = None  # SQLite: the writer's connection, opened by the first write (cursor)
         self._writer_conn: Any = None
         self._writer_pid = 0
         self._lock_fd: int | None = None
@@ -106,16 +106,18 @@ class Database:
             # Writes have one connection of their own, kept for the life of the process: no pool checkout
             # and reset per write, and its page cache stays valid from one write to the next, since no other
             # connection of this process writes in between (README, Performance). One flat block: this runs
-            # three times per claim+complete cycle.
+            # for every enqueue, claim and completion.
             with self._sqlite_writer:
                 pid = os.getpid()
                 if self._writer_pid != pid:  # a connection never crosses a fork: a child opens its own
                     self._writer_conn = self.engine.raw_connection()
-                    self._writer = self._writer_conn.driver_connection.cursor()
+                    self._writer = self._writer_conn.driver_connection
                     self._writer_pid = pid
                     self._lock_fd = _lock_file(self._lock_path)
-                cur, fd = self._writer, self._lock_fd
-                dbapi_conn = cur.connection
+                dbapi_conn, fd = self._writer, self._lock_fd
+                # A cursor per block, closed at its end: a statement left with rows unread would otherwise
+                # keep an old snapshot open after the commit, and hold back the WAL's checkpoints.
+                cur = dbapi_conn.cursor()
                 if fd is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
@@ -130,6 +132,7 @@ class Database:
                     _rollback(dbapi_conn)
                     raise
                 finally:
+                    cur.close()
                     if fd is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
             return

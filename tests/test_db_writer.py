@@ -152,3 +152,17 @@ def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _values(db) == [1, 2]
+
+
+def test_a_block_that_leaves_rows_unread_holds_no_snapshot_after_it(db, tmp_path):
+    with db.cursor(write=True) as cur:
+        cur.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(5)])
+    with db.cursor(write=True) as cur:
+        cur.execute("SELECT n FROM t").fetchone()  # four rows left unread
+    other = sqlite3.connect(tmp_path / "w.sqlite3", isolation_level=None)
+    other.execute("INSERT INTO t VALUES (9)")
+    busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    other.close()
+    assert busy == 0  # no reader of an old snapshot holds the WAL back
+    with db.cursor(write=True) as cur:
+        assert cur.execute("SELECT count(*) FROM t").fetchone() == (6,)
