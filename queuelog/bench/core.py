@@ -146,9 +146,10 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
         if logs_itself:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
             cur.execute(sql.CLAIM[False], params)
             rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
-        else:
-            cur.execute(sql.EXPIRE, params)
-            cur.fetchall()
+        else:  # as the engine does: expired leases are settled only when the probe finds one
+            if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
+                cur.execute(sql.EXPIRE, params)
+                cur.fetchall()
             cur.execute(sql.CLAIM[False][False], params)  # no type has a limit here
             rows = cur.fetchall()
         finish([row[0] for row in rows], now, "claimed", 1)

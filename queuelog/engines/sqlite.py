@@ -26,6 +26,7 @@ from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
     CLAIM,
+    CLAIM_PROBE,
     COMPLETE,
     COMPLETE_MANY,
     EVENT,
@@ -36,7 +37,6 @@ from queuelog.engines.sqlite_sql import (
     INSERT,
     INSERT_IDEMPOTENT,
     LEASE_DUE,
-    LIMITED,
     MINUTE,
     PICK,
     PRUNE,
@@ -135,8 +135,9 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
         if types:
             params["types"] = json.dumps(list(types))
         with self.db.cursor(write=True) as cur:
-            expired = self._expire(cur, now, backoff)  # first: a job settled here may be claimed at once
-            limited = cur.execute(LIMITED).fetchone() is not None
+            due, limited = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
+            # First: a job settled here may be claimed at once.
+            expired = self._expire(cur, now, backoff) if due else []
             jobs = sorted(
                 map(decode_job, cur.execute(CLAIM[limited][bool(types)], params).fetchall()), key=claim_order
             )

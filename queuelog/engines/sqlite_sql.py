@@ -38,9 +38,7 @@ EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUE
 # of rounding error, which would make a refill due at exactly :now come a little short.
 _SINCE = "max(0.0, round((julianday(:now) - julianday(coalesce(rate_checked_at, :now))) * 86400.0, 3))"
 TOKENS = f"min(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_limit / rate_period)"
-_RUNNING = (
-    "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_lease WHERE r.status = 'running' AND r.type = t.name)"
-)
+_RUNNING = "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_running_type WHERE r.status = 'running' AND r.type = t.name)"
 _UNLIMITED = "1000000000"
 _ROOM = (
     "room AS MATERIALIZED (SELECT name, min("
@@ -106,6 +104,9 @@ EXPIRE = (
     f" lease_expires_at = NULL WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
 )
 LEASE_DUE = "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' AND lease_expires_at < :now LIMIT 1"
+# What a claim needs to know before it picks, in one statement: whether any lease has run out (almost never:
+# then neither EXPIRE_CANCELLED nor EXPIRE runs), and whether any type has a limit (LIMITED).
+CLAIM_PROBE = f"SELECT EXISTS ({LEASE_DUE}), EXISTS ({LIMITED})"
 SET_AVAILABLE = "UPDATE jobs SET available_at = :available_at WHERE id = :id"
 COMPLETE = (
     "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"

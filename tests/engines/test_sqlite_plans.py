@@ -1,0 +1,49 @@
+"""The SQLite claim's query plans (README, Performance): the claim walks ix_jobs_claim, a limited type's
+running jobs are counted through ix_jobs_running_type (its own entries only), and the probe that comes
+first seeks the lease index instead of scanning jobs."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from queuelog.db import Database
+from queuelog.engines import sqlite_sql
+
+PARAMS = {"now": "x", "limit": 1, "worker": "w", "token": "t", "expires": "e", "types": "[]"}
+
+
+@pytest.fixture(scope="module")
+def conn(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plans") / "plans.sqlite3"
+    db = Database(f"sqlite:///{path}")
+    db.upgrade()
+    db.dispose()
+    with sqlite3.connect(path) as connection:
+        yield connection
+
+
+def _plan(conn, statement: str) -> list[str]:
+    return [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}", PARAMS)]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+@pytest.mark.parametrize("limited", [False, True])
+def test_the_claim_walks_the_claim_index(conn, limited, typed):
+    plan = _plan(conn, sqlite_sql.CLAIM[limited][typed])
+    assert "SCAN jobs USING INDEX ix_jobs_claim" in plan
+    assert not any(step.startswith("SCAN jobs") and "ix_jobs_claim" not in step for step in plan)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_limited_types_running_jobs_are_sought_by_type(conn, typed):
+    for statement in (sqlite_sql.CLAIM[True][typed], sqlite_sql.PICK[typed]):
+        plan = _plan(conn, statement)
+        assert "SEARCH r USING INDEX ix_jobs_running_type (type=?)" in plan
+        assert not any(step.split()[:2] == ["SCAN", "r"] for step in plan)
+
+
+def test_the_probe_seeks_the_lease_index(conn):
+    plan = _plan(conn, sqlite_sql.CLAIM_PROBE)
+    assert "SEARCH jobs USING INDEX ix_jobs_lease (lease_expires_at<?)" in plan

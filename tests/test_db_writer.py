@@ -1,0 +1,168 @@
+"""SQLite's writes go through one long-lived connection (queuelog/db.py, README "Performance"): it must
+still leave each write block committed or rolled back as a whole, serve every thread, and never cross a
+fork."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+
+import pytest
+
+from queuelog.db import Database, DatabaseUnavailable, _lock_file
+
+
+@pytest.fixture
+def db(tmp_path):
+    database = Database(f"sqlite:///{tmp_path / 'w.sqlite3'}")
+    with database.cursor(write=True) as cur:
+        cur.execute("CREATE TABLE t (n INTEGER NOT NULL UNIQUE)")
+    yield database
+    database.dispose()
+
+
+def _values(db: Database) -> list[int]:
+    with db.cursor() as cur:
+        return [n for (n,) in cur.execute("SELECT n FROM t ORDER BY n").fetchall()]
+
+
+def test_a_failed_block_leaves_nothing_and_the_next_write_goes_through(db):
+    with pytest.raises(RuntimeError):
+        with db.cursor(write=True) as cur:
+            cur.execute("INSERT INTO t VALUES (1)")
+            raise RuntimeError("stop")
+    with pytest.raises(sqlite3.IntegrityError):
+        with db.cursor(write=True) as cur:
+            cur.execute("INSERT INTO t VALUES (2)")
+            cur.execute("INSERT INTO t VALUES (2)")
+    with db.cursor(write=True) as cur:
+        cur.execute("INSERT INTO t VALUES (3)")
+    assert _values(db) == [3]
+
+
+def test_writes_reuse_one_connection_and_other_connections_see_them_at_once(db):
+    with db.cursor(write=True) as cur:
+        first = cur.connection
+        cur.execute("INSERT INTO t VALUES (1)")
+    with db.cursor(write=True) as cur:
+        assert cur.connection is first
+        cur.execute("INSERT INTO t VALUES (2)")
+    assert not first.in_transaction  # committed: no lock is held between writes
+    assert _values(db) == [1, 2]
+
+
+def test_threads_write_through_it_one_at_a_time(db):
+    def write(first: int) -> None:
+        for n in range(first, first + 50):
+            with db.cursor(write=True) as cur:
+                cur.execute("INSERT INTO t VALUES (?)", (n,))
+
+    threads = [threading.Thread(target=write, args=(i * 50,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert _values(db) == list(range(200))
+
+
+def test_a_locked_database_is_unavailable_and_the_writer_recovers(tmp_path):
+    path = tmp_path / "locked.sqlite3"
+    db = Database(f"sqlite:///{path}", busy_timeout_ms=50)
+    with db.cursor(write=True) as cur:
+        cur.execute("CREATE TABLE t (n INTEGER)")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer that skips the lock file
+    with pytest.raises(DatabaseUnavailable):
+        with db.cursor(write=True) as cur:
+            cur.execute("INSERT INTO t VALUES (1)")
+    other.execute("ROLLBACK")
+    other.close()
+    with db.cursor(write=True) as cur:
+        cur.execute("INSERT INTO t VALUES (2)")
+    assert _values(db) == [2]
+    db.dispose()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_writes_through_a_connection_of_its_own(db):
+    with db.cursor(write=True) as cur:
+        parent = cur.connection
+        cur.execute("INSERT INTO t VALUES (1)")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether it got a new connection, and write through it
+        code = 1
+        try:
+            with db.cursor(write=True) as cur:
+                fresh = cur.connection is not parent
+                cur.execute("INSERT INTO t VALUES (2)")
+            os.write(write, b"new" if fresh else b"same")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    answer = os.read(read, 16)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert answer == b"new"
+    with db.cursor(write=True) as cur:
+        assert cur.connection is parent
+        cur.execute("INSERT INTO t VALUES (3)")
+    assert _values(db) == [1, 2, 3]
+
+
+def test_dispose_closes_the_writer_and_the_next_write_opens_another(db):
+    with db.cursor(write=True) as cur:
+        first = cur.connection
+    db.dispose()
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    with db.cursor(write=True) as cur:
+        assert cur.connection is not first
+        cur.execute("INSERT INTO t VALUES (1)")
+    assert _values(db) == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path):
+    with db.cursor(write=True) as cur:  # the parent opens its lock file before the fork
+        cur.execute("INSERT INTO t VALUES (1)")
+    holding, release = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: take the write lock, say so, wait for the word to let go
+        code = 1
+        try:
+            with db.cursor(write=True) as cur:
+                cur.execute("INSERT INTO t VALUES (2)")
+                os.write(holding[1], b"x")
+                os.read(release[0], 1)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        assert os.read(holding[0], 1) == b"x"
+        fd = _lock_file(db._lock_path)
+        with pytest.raises(BlockingIOError):  # shared with the child, the lock would be granted here
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.write(release[1], b"x")
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _values(db) == [1, 2]
+
+
+def test_a_block_that_leaves_rows_unread_holds_no_snapshot_after_it(db, tmp_path):
+    with db.cursor(write=True) as cur:
+        cur.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(5)])
+    with db.cursor(write=True) as cur:
+        cur.execute("SELECT n FROM t").fetchone()  # four rows left unread
+    other = sqlite3.connect(tmp_path / "w.sqlite3", isolation_level=None)
+    other.execute("INSERT INTO t VALUES (9)")
+    busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    other.close()
+    assert busy == 0  # no reader of an old snapshot holds the WAL back
+    with db.cursor(write=True) as cur:
+        assert cur.execute("SELECT count(*) FROM t").fetchone() == (6,)
