@@ -50,6 +50,14 @@ def test_core_by_cpu_time():
     assert all(row["queuelog_per_s"] > 0 and row["minimal_per_s"] > 0 for row in rows)
 
 
+def test_flow_scenario_runs_the_layer_with_and_without_limits():
+    rows = run_bench("flow", "--jobs", "200", "--batch", "50", "--clock", "cpu")
+    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50"]
+    for row in rows:
+        assert row["unlimited_per_s"] > 0 and row["limited_per_s"] > 0
+        assert row["ratio"] == pytest.approx(row["limited_per_s"] / row["unlimited_per_s"])
+
+
 def test_http_scenario():
     rows = run_bench("http", "--jobs", "200", "--clients", "2", "--workers", "1", "--threads", "4")
     operations = [row["operation"] for row in rows]

@@ -31,6 +31,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"  ratio {row['ratio']:.2f}x  minimal {row['minimal_per_s']:>9,.0f}/s"
                 f"  ratio {row['ratio_minimal']:.2f}x"
             )
+        elif row["scenario"] == "flow":
+            lines.append(
+                f"{head} no limits {row['unlimited_per_s']:>9,.0f}/s  limited {row['limited_per_s']:>9,.0f}/s"
+                f"  ratio {row['ratio']:.2f}x"
+            )
         elif row["scenario"] == "pages":
             lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")
         elif row["scenario"] == "backlog":
@@ -52,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "backlog", "http", "pages", "all"],
+        choices=["core", "flow", "backlog", "http", "pages", "all"],
         help="what to measure; all runs every scenario",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
@@ -94,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if args.scenario in ("core", "all"):
                     rows += scenario_core(target, args.jobs, args.batch)
+                if args.scenario in ("flow", "all"):
+                    from queuelog.bench.flow import scenario_flow
+
+                    rows += scenario_flow(target, args.jobs, args.batch)
                 if args.scenario in ("backlog", "all"):
                     rows += scenario_backlog(target, args.backlog)
                 if args.scenario in ("pages", "all"):
