@@ -3,13 +3,15 @@ settings and limits; each status the API answers, and answers that match the ser
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime
 
 import jsonschema_rs
 import pytest
 from sqlalchemy import select
 
-from queuelog.models import AuditLog
+from queuelog.models import AuditLog, JobType
 
 LIMITED = {"concurrency_limit": 3, "rate_limit": 100, "rate_period": 60}
 
@@ -173,3 +175,34 @@ def test_add_a_type(app, admin, producer, served):
         assert refused.status_code == 422, bad
         assert refused.json["errors"][0]["field"] == field, (bad, refused.json)
     assert "report" not in [t["name"] for t in admin.get("/types").json["types"]]
+
+
+def test_two_admins_patching_the_rate_at_once_lose_neither_change(app, keys):
+    """One admin raises the rate limit while another shortens its period: both changes are kept, and each
+    audit row tells what its own change did. The type's row is held locked by another writer until both
+    requests have read the type, so that their writes come one after the other on what each had read."""
+    first, second = keys.admin("admin"), keys.admin("other-admin")
+    assert patch(first, "/types/email", {"rate_limit": 100, "rate_period": 60}).status_code == 200
+    db = app.extensions["queuelog"]["db"]
+    answers: dict[str, int] = {}
+
+    def send(caller, body):
+        answers[caller.name] = patch(caller, "/types/email", body).status_code
+
+    with db.session(write=True) as session, session.begin():
+        session.scalar(select(JobType).where(JobType.name == "email").with_for_update())
+        threads = [
+            threading.Thread(target=send, args=(first, {"rate_limit": 200})),
+            threading.Thread(target=send, args=(second, {"rate_period": 30})),
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)  # both requests read the type, then wait for the row
+    for thread in threads:
+        thread.join(30)
+    assert answers == {"admin": 200, "other-admin": 200}
+    email = first.get("/types/email").json
+    assert (email["rate_limit"], email["rate_period"]) == (200, 30)
+    # In either order, each on what it found: the rate_limit change saw period 60 or 30, and the other way.
+    details = sorted(row[3] for row in audit_rows(app)[1:])
+    assert details == ["rate_limit: 100 -> 200", "rate_period: 60 -> 30"]
