@@ -7,27 +7,12 @@ import threading
 import time
 from datetime import UTC, datetime
 
-import jsonschema_rs
 import pytest
 from sqlalchemy import select
 
 from queuelog.models import AuditLog, JobType
 
 LIMITED = {"concurrency_limit": 3, "rate_limit": 100, "rate_period": 60}
-
-
-@pytest.fixture
-def served(app):
-    """A validator for each answer schema the served document names, by path, method and status."""
-    doc = app.test_client().get("/openapi.json").get_json()
-
-    def check(path: str, method: str, status: int, value) -> None:
-        answer = doc["paths"][path][method]["responses"][str(status)]
-        schema = next(iter(answer["content"].values()))["schema"]
-        validator = jsonschema_rs.Draft202012Validator({**schema, "components": doc["components"]})
-        assert validator.is_valid(value), (path, method, value)
-
-    return check
 
 
 def patch(caller, path: str, body, **kw):
