@@ -25,11 +25,13 @@ def _none(text: str) -> bool:
 
 
 def parse_concurrency(text: str) -> int | None:
-    """``none`` or a count of ASCII digits (the queue layer checks its range)."""
+    """``none`` or a count of ASCII digits, spaces around either ignored (the queue layer checks its
+    range)."""
     if _none(text):
         return None
-    if text.isascii() and text.isdigit() and len(text) <= 9:
-        return int(text)
+    count = text.strip()
+    if count.isascii() and count.isdigit() and len(count) <= 9:
+        return int(count)
     raise click.ClickException(f"--concurrency: give a whole number from 1 to {MAX_CONCURRENCY}, or none")
 
 
