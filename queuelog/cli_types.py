@@ -10,6 +10,7 @@ import click
 from flask import current_app
 
 from queuelog.cli import types_cli
+from queuelog.inputs import ascii_int
 from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.limits import MAX_CONCURRENCY, PERIOD_UNITS, rate_text
@@ -29,9 +30,9 @@ def parse_concurrency(text: str) -> int | None:
     range)."""
     if _none(text):
         return None
-    count = text.strip()
-    if count.isascii() and count.isdigit() and len(count) <= 9:
-        return int(count)
+    count = ascii_int(text.strip(), max_digits=9)
+    if count is not None:
+        return count
     raise click.ClickException(f"--concurrency: give a whole number from 1 to {MAX_CONCURRENCY}, or none")
 
 
