@@ -242,6 +242,8 @@ class JobTypeRules:
         return self._write(name, changes, audit_row)
 
     def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
+        if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
+            raise JobTypeNotFound(name)
         limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
 
         def settled(current: JobType) -> dict[str, Any]:

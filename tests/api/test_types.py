@@ -111,6 +111,17 @@ def test_an_unknown_type_is_404(admin):
         assert response.json["detail"] == "job type 'nope' does not exist"
 
 
+@pytest.mark.parametrize("name", ["email%00", "%00", "a%00b", "email%ED%A0%80"])
+def test_a_name_no_type_can_have_is_404_on_every_method(admin, name):
+    """A NUL (or a lone surrogate) in the path: PostgreSQL cannot compare such a string, so the name must
+    not reach the database as one to look up."""
+    for response in (admin.get(f"/types/{name}"), patch(admin, f"/types/{name}", {"concurrency_limit": 1})):
+        assert response.status_code == 404, response.json
+        assert response.json["type"] == "/problems/not-found"
+    for response in (patch(admin, f"/types/{name}", {}), patch(admin, f"/types/{name}", {"paused": True})):
+        assert response.status_code == 404, response.json
+
+
 @pytest.mark.parametrize("method", ["get list", "get one", "patch", "post"])
 def test_only_admins_may_manage_types(app, client, keys, producer, worker, method):
     def send(headers):
