@@ -206,3 +206,14 @@ def test_sqlite_counts_a_limited_types_running_jobs_in_their_own_index(db, reque
     with db.cursor() as cur:
         plan = [row[3] for row in cur.execute("EXPLAIN QUERY PLAN " + SQLITE_CLAIM[True][False], params)]
     assert any(step.startswith("SEARCH r USING") and "ix_jobs_running_type (type=?)" in step for step in plan)
+
+
+def test_the_period_after_a_quiet_spell_may_see_the_bucket_and_its_refill(db, engine):
+    """docs/flow-control.md, "The rate limit": a full bucket of N, then its refill, so up to 2N - 1 claims in
+    the first period; the average over busy periods is N a period."""
+    limit_type(db, "email", rate=4, period=60)
+    engine.insert("alice", [new("email") for _ in range(20)], NOW)
+    taken = [len(claim(engine, at=later(s), limit=10, lease=3600).jobs) for s in range(0, 60, 15)]
+    assert taken == [4, 1, 1, 1]  # 7 = 2 * 4 - 1 claims between NOW and NOW + 59 s
+    taken = [len(claim(engine, at=later(s), limit=10, lease=3600).jobs) for s in range(60, 180, 15)]
+    assert sum(taken) == 8  # then 4 a minute
