@@ -10,6 +10,7 @@ import click
 from flask import current_app
 
 from queuelog.cli import types_cli
+from queuelog.inputs import ascii_int
 from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.limits import MAX_CONCURRENCY, PERIOD_UNITS, rate_text
@@ -25,11 +26,13 @@ def _none(text: str) -> bool:
 
 
 def parse_concurrency(text: str) -> int | None:
-    """``none`` or a count of ASCII digits (the queue layer checks its range)."""
+    """``none`` or a count of ASCII digits, spaces around either ignored (the queue layer checks its
+    range)."""
     if _none(text):
         return None
-    if text.isascii() and text.isdigit() and len(text) <= 9:
-        return int(text)
+    count = ascii_int(text.strip(), max_digits=9)
+    if count is not None:
+        return count
     raise click.ClickException(f"--concurrency: give a whole number from 1 to {MAX_CONCURRENCY}, or none")
 
 

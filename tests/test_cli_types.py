@@ -106,3 +106,11 @@ def test_bad_concurrency_and_no_option(runner, queue, args, words):
 def test_an_unknown_type(runner):
     result = runner.invoke(args=["types", "limit", "nope", "--concurrency", "3"])
     assert result.exit_code == 1 and result.stderr == "Error: no type 'nope'\n"
+
+
+def test_a_concurrency_with_spaces_around_it_is_taken_as_a_rate_is(runner, queue):
+    """A rate with spaces around it (" 3/2h ") is taken, and " none " is none: a concurrency's count is
+    read the same way, as the job type's page reads its fields."""
+    result = runner.invoke(args=["types", "limit", "sync", "--concurrency", " 4 ", "--rate", " 3/2h "])
+    assert result.exit_code == 0, result.output
+    assert settings(queue, "sync") == (4, 3, 7200)

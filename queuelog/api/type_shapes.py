@@ -45,8 +45,9 @@ _LIMITS: dict[str, Field] = {
     "rate_limit": integer(
         1,
         MAX_RATE,
-        "At most this many claims per rate_period (a token bucket: bursts up to this many after a quiet "
-        "spell); null removes the limit, and its period. Changing it starts again with a full bucket.",
+        "This many claims per rate_period on average, at most this many at once (a token bucket: the "
+        "period after a quiet spell may see up to twice as many, less one); null removes the limit, and "
+        "its period. Changing it starts again with a full bucket.",
         nullable=True,
     ),
     "rate_period": integer(
@@ -113,7 +114,7 @@ JOB_TYPE = Shape(
         "paused": answer({"type": "boolean"}, "Whether its jobs wait unclaimed."),
         "payload_schema": answer({"type": ["object", "null"]}, "The payloads' JSON Schema, if any."),
         "concurrency_limit": _count("At most this many running at once; null: no limit."),
-        "rate_limit": _count("At most this many claims per rate_period; null: no limit."),
+        "rate_limit": _count("This many claims per rate_period on average (a token bucket); null: no limit."),
         "rate_period": _count("The rate limit's period in seconds; null without a rate limit."),
         "running": answer({"type": "integer"}, "Jobs of the type running now."),
         "created_at": _time(),

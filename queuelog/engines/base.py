@@ -37,8 +37,15 @@ from queuelog.engines.records import (
 from queuelog.engines.running import RunningOperations
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from queuelog.engines.schedules import Fired, Firing
-    from queuelog.models import JobType, Schedule
+    from queuelog.models import AuditLog, JobType, Schedule
+
+    # A job type's change (update_job_type): the attributes to set, or a function of the type as it is
+    # that gives them; and the audit row made from the type before the change and the attributes set.
+    JobTypeChanges = dict[str, Any] | Callable[[JobType], dict[str, Any]]
+    JobTypeAudit = Callable[[JobType, dict[str, Any]], AuditLog]
 
 
 class JobRecord(NamedTuple):
@@ -264,8 +271,13 @@ class QueueEngine(RunningOperations, Protocol):
         """Add an enabled, unpaused type. A taken name raises SQLAlchemy's ``IntegrityError``."""
         ...
 
-    def update_job_type(self, name: str, changes: dict[str, Any]) -> JobType | None:
-        """Set the given attributes of type ``name``; None when there is no such type."""
+    def update_job_type(
+        self, name: str, changes: JobTypeChanges, *, audit: JobTypeAudit | None = None
+    ) -> JobType | None:
+        """Set the given attributes of type ``name``; None when there is no such type. ``changes`` may be
+        a function of the type as it is, read under its row's lock, for changes that depend on it; ``audit``
+        makes the change's audit row from the type before it and the changes, written in the same
+        transaction, so that no change goes unrecorded."""
         ...
 
     def seed_job_types(self, names: list[str]) -> bool:

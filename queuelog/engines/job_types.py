@@ -8,12 +8,15 @@ read their attributes, and an ``add`` of a taken name raises SQLAlchemy's ``Inte
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
 from queuelog.db import Database
 from queuelog.models import JobType, utcnow
+
+if TYPE_CHECKING:
+    from queuelog.engines.base import JobTypeAudit, JobTypeChanges
 
 
 class OrmJobTypes:
@@ -31,13 +34,20 @@ class OrmJobTypes:
             session.add(job_type)
         return job_type
 
-    def update_job_type(self, name: str, changes: dict[str, Any]) -> JobType | None:
+    def update_job_type(
+        self, name: str, changes: JobTypeChanges, *, audit: JobTypeAudit | None = None
+    ) -> JobType | None:
         with self.db.session(write=True) as session, session.begin():
             # Locked while it changes (PostgreSQL; SQLite's write lock is taken already): a claim spending
-            # the rate limit's bucket in between would otherwise keep tokens a changed rate clears.
+            # the rate limit's bucket in between would otherwise keep tokens a changed rate clears, and two
+            # admins changing the rate and its period at once would each write the other's old value.
             job_type = session.scalar(select(JobType).where(JobType.name == name).with_for_update())
             if job_type is None:
                 return None
+            if callable(changes):
+                changes = changes(job_type)
+            if audit is not None:
+                session.add(audit(job_type, changes))
             for key, value in changes.items():
                 setattr(job_type, key, value)
             job_type.updated_at = utcnow()

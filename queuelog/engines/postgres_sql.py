@@ -82,9 +82,12 @@ _WITHIN_ROOM = (
     " AS n FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM picked))) AS c LEFT JOIN room ON room.name = c.type"
     " WHERE room.room IS NULL OR c.n <= room.room"
 )
-# The rate-limited types among the jobs taken spend one token per job from their refilled bucket.
+# The rate-limited types among the jobs taken spend one token per job from their refilled bucket. The
+# bucket's time never goes back: a server whose clock is behind refilled nothing, and the next claim on
+# time must not refill the interval again (docs/flow-control.md, "Clocks").
 _SPEND = (
-    f"UPDATE job_types t SET rate_tokens = {TOKENS} - taken.n, rate_checked_at = %(now)s"
+    f"UPDATE job_types t SET rate_tokens = {TOKENS} - taken.n,"
+    " rate_checked_at = greatest(rate_checked_at, %(now)s)"
     " FROM (SELECT type, count(*) AS n FROM claimed GROUP BY type) AS taken"
     " WHERE t.name = taken.type AND t.rate_limit IS NOT NULL"
 )

@@ -18,13 +18,14 @@ from referencing.jsonschema import DRAFT202012
 
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
-from queuelog.models import JobType
+from queuelog.models import AuditLog, JobType
 from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
 from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
 from queuelog.refusals import Refused
 
 if TYPE_CHECKING:
     from queuelog.db import Database
+    from queuelog.engines.base import JobTypeAudit
     from queuelog.queue.spec import JobSpec
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -227,29 +228,33 @@ class JobTypeRules:
         """Change ``description``, ``payload_schema``, ``enabled`` or ``paused`` of an existing type, and its
         limits (``concurrency_limit``, ``rate_limit``, ``rate_period``; checked by ``limit_changes``, which
         may raise ``InvalidValues``). An unknown type raises ``JobTypeNotFound`` (a ``LookupError``)."""
-        limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
-        if limits:
-            changes.update(limit_changes(self.get(name), limits))
         return self._write(name, changes)
 
-    def _write(self, name: str, changes: dict[str, Any]) -> JobType:
-        job_type = self.engine.update_job_type(name, changes)
+    def change(self, name: str, actor: str, **changes: Any) -> JobType:
+        """``update``, recorded in the audit log as ``type.update`` by ``actor`` with what changed, in the
+        change's own transaction (the JSON API, the command line and the edit page change types here)."""
+
+        def audit_row(before: JobType, applied: dict[str, Any]) -> AuditLog:
+            return AuditLog(
+                actor=actor, action="type.update", target=name, detail=change_summary(before, applied)
+            )
+
+        return self._write(name, changes, audit_row)
+
+    def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
+        if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
+            raise JobTypeNotFound(name)
+        limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
+
+        def settled(current: JobType) -> dict[str, Any]:
+            # Worked out on the type as the engine holds it locked: a rate limit given alone keeps the
+            # period found there, even when another admin has just changed it.
+            return {**changes, **limit_changes(current, limits)} if limits else changes
+
+        job_type = self.engine.update_job_type(name, settled, audit=audit_row)
         if job_type is None:
             raise JobTypeNotFound(name)
         self.invalidate()
-        return job_type
-
-    def change(self, name: str, actor: str, **changes: Any) -> JobType:
-        """``update``, recorded in the audit log as ``type.update`` by ``actor`` with what changed (the
-        JSON API, the command line and the edit page change types through here)."""
-        from queuelog.auth import audit  # queuelog.auth imports the queue layer's codes
-
-        before = self.get(name)
-        limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
-        if limits:
-            changes.update(limit_changes(before, limits))
-        job_type = self._write(name, changes)
-        audit(self.db, actor, "type.update", name, change_summary(before, changes))
         return job_type
 
     def set_limits(self, name: str, actor: str, **limits: Any) -> JobType:

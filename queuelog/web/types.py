@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from queuelog.auth import audit
 from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.limits import LIMIT_FIELDS, is_limited, running_by_type
+from queuelog.queue.limits import DEFAULT_PERIOD, LIMIT_FIELDS, is_limited, running_by_type
 from queuelog.queue.types import NAME_PATTERN, check_schema, schema_too_deep
 from queuelog.web import admin_required, db, queue
 from queuelog.web.admin import bp
@@ -31,7 +31,7 @@ def rate_words(rate: int | None, period: int | None) -> str:
     """A rate limit in the page's language: "100 per minute", "10 per 30 seconds"; "—" without one."""
     if rate is None:
         return "—"
-    count, period = format_decimal(rate), period or 60
+    count, period = format_decimal(rate), period or DEFAULT_PERIOD
     named = {1: _("%(count)s per second", count=count), 60: _("%(count)s per minute", count=count)}
     named |= {3600: _("%(count)s per hour", count=count), 86400: _("%(count)s per day", count=count)}
     if period in named:

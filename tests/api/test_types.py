@@ -3,29 +3,16 @@ settings and limits; each status the API answers, and answers that match the ser
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime
 
-import jsonschema_rs
 import pytest
 from sqlalchemy import select
 
-from queuelog.models import AuditLog
+from queuelog.models import AuditLog, JobType
 
 LIMITED = {"concurrency_limit": 3, "rate_limit": 100, "rate_period": 60}
-
-
-@pytest.fixture
-def served(app):
-    """A validator for each answer schema the served document names, by path, method and status."""
-    doc = app.test_client().get("/openapi.json").get_json()
-
-    def check(path: str, method: str, status: int, value) -> None:
-        answer = doc["paths"][path][method]["responses"][str(status)]
-        schema = next(iter(answer["content"].values()))["schema"]
-        validator = jsonschema_rs.Draft202012Validator({**schema, "components": doc["components"]})
-        assert validator.is_valid(value), (path, method, value)
-
-    return check
 
 
 def patch(caller, path: str, body, **kw):
@@ -124,6 +111,17 @@ def test_an_unknown_type_is_404(admin):
         assert response.json["detail"] == "job type 'nope' does not exist"
 
 
+@pytest.mark.parametrize("name", ["email%00", "%00", "a%00b", "email%ED%A0%80"])
+def test_a_name_no_type_can_have_is_404_on_every_method(admin, name):
+    """A NUL (or a lone surrogate) in the path: PostgreSQL cannot compare such a string, so the name must
+    not reach the database as one to look up."""
+    for response in (admin.get(f"/types/{name}"), patch(admin, f"/types/{name}", {"concurrency_limit": 1})):
+        assert response.status_code == 404, response.json
+        assert response.json["type"] == "/problems/not-found"
+    for response in (patch(admin, f"/types/{name}", {}), patch(admin, f"/types/{name}", {"paused": True})):
+        assert response.status_code == 404, response.json
+
+
 @pytest.mark.parametrize("method", ["get list", "get one", "patch", "post"])
 def test_only_admins_may_manage_types(app, client, keys, producer, worker, method):
     def send(headers):
@@ -173,3 +171,34 @@ def test_add_a_type(app, admin, producer, served):
         assert refused.status_code == 422, bad
         assert refused.json["errors"][0]["field"] == field, (bad, refused.json)
     assert "report" not in [t["name"] for t in admin.get("/types").json["types"]]
+
+
+def test_two_admins_patching_the_rate_at_once_lose_neither_change(app, keys):
+    """One admin raises the rate limit while another shortens its period: both changes are kept, and each
+    audit row tells what its own change did. The type's row is held locked by another writer until both
+    requests have read the type, so that their writes come one after the other on what each had read."""
+    first, second = keys.admin("admin"), keys.admin("other-admin")
+    assert patch(first, "/types/email", {"rate_limit": 100, "rate_period": 60}).status_code == 200
+    db = app.extensions["queuelog"]["db"]
+    answers: dict[str, int] = {}
+
+    def send(caller, body):
+        answers[caller.name] = patch(caller, "/types/email", body).status_code
+
+    with db.session(write=True) as session, session.begin():
+        session.scalar(select(JobType).where(JobType.name == "email").with_for_update())
+        threads = [
+            threading.Thread(target=send, args=(first, {"rate_limit": 200})),
+            threading.Thread(target=send, args=(second, {"rate_period": 30})),
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)  # both requests read the type, then wait for the row
+    for thread in threads:
+        thread.join(30)
+    assert answers == {"admin": 200, "other-admin": 200}
+    email = first.get("/types/email").json
+    assert (email["rate_limit"], email["rate_period"]) == (200, 30)
+    # In either order, each on what it found: the rate_limit change saw period 60 or 30, and the other way.
+    details = sorted(row[3] for row in audit_rows(app)[1:])
+    assert details == ["rate_limit: 100 -> 200", "rate_period: 60 -> 30"]
