@@ -92,7 +92,8 @@ CLAIM = {
 # types, one per job) spend one token per job from their refilled bucket.
 SPEND = (
     f"UPDATE job_types AS t SET rate_tokens = {TOKENS} - (SELECT count(*) FROM json_each(:taken) WHERE value = t.name),"
-    " rate_checked_at = :now WHERE rate_limit IS NOT NULL AND name IN (SELECT value FROM json_each(:taken))"
+    " rate_checked_at = max(coalesce(rate_checked_at, :now), :now)"  # a server whose clock is behind: never back
+    " WHERE rate_limit IS NOT NULL AND name IN (SELECT value FROM json_each(:taken))"
 )
 # An expired lease is a retryable failure by the system; the backoff is added per row afterwards.
 EXPIRE = (

@@ -11,10 +11,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from sqlalchemy import func, select
 
-from queuelog.engines.sqlite_sql import CLAIM as SQLITE_CLAIM
 from queuelog.models import Job, JobType
 from tests.engines.conftest import NOW, later, new
 from tests.engines.test_conformance import claim
@@ -172,40 +170,15 @@ def test_eight_workers_never_claim_more_than_the_rate_limit(db, engine):
     assert len({j.id for j in claimed}) == len(claimed)
 
 
-def test_a_server_whose_clock_is_behind_takes_no_tokens_back_in_time(db, engine, request):
+def test_a_server_whose_clock_is_behind_takes_no_tokens_back_in_time(db, engine):
     """docs/flow-control.md, "Clocks": a server behind the last spend refills nothing. Nor may its spend
     wind the bucket's time back, or the next claim on time would refill the minute it never waited."""
-    if request.node.callspec.params["db"] == "sqlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="SQLite's SPEND (queuelog/engines/sqlite_sql.py) sets rate_checked_at to the claim's "
-                "now even when it is behind the bucket's time: left to the engine work",
-            )
-        )
     limit_type(db, "email", rate=2, period=60)
     engine.insert("alice", [new("email", at=later(-120)) for _ in range(10)], later(-120))
     assert len(claim(engine, lease=3600).jobs) == 1  # one token of two left
     assert len(claim(engine, at=later(-60), lease=3600).jobs) == 1  # a minute behind: the last token
     assert claim(engine, at=NOW, limit=10, lease=3600).jobs == []  # the bucket is empty at NOW
     assert len(claim(engine, at=later(30), limit=10, lease=3600).jobs) == 1  # and refills from NOW
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLite's claim names INDEXED BY ix_jobs_lease for the running count (queuelog/engines/sqlite_sql.py "
-    "_RUNNING), so it scans every running job: left to the engine work",
-)
-def test_sqlite_counts_a_limited_types_running_jobs_in_their_own_index(db, request):
-    """docs/flow-control.md, "Counting running jobs": the count reads that type's running jobs only (the
-    plan is SQLite's to show; PostgreSQL's planner picks by its statistics)."""
-    if request.node.callspec.params["db"] != "sqlite":
-        pytest.skip("SQLite only: PostgreSQL's planner picks by its statistics")
-    limit_type(db, "email", concurrency=2)
-    params = {"now": "2030-01-01", "limit": 1, "worker": "w", "token": "t", "expires": "2030-01-02"}
-    with db.cursor() as cur:
-        plan = [row[3] for row in cur.execute("EXPLAIN QUERY PLAN " + SQLITE_CLAIM[True][False], params)]
-    assert any(step.startswith("SEARCH r USING") and "ix_jobs_running_type (type=?)" in step for step in plan)
 
 
 def test_the_period_after_a_quiet_spell_may_see_the_bucket_and_its_refill(db, engine):
