@@ -40,10 +40,11 @@ _SINCE = "max(0.0, round((julianday(:now) - julianday(coalesce(rate_checked_at, 
 TOKENS = f"min(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_limit / rate_period)"
 _RUNNING = "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_running_type WHERE r.status = 'running' AND r.type = t.name)"
 _UNLIMITED = "1000000000"
+_LIMITED = "concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL"
 _ROOM = (
     "room AS MATERIALIZED (SELECT name, min("
     f"coalesce(concurrency_limit - {_RUNNING}, {_UNLIMITED}), coalesce(CAST({TOKENS} AS INTEGER), {_UNLIMITED})"
-    ") AS room FROM job_types t WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
+    f") AS room FROM job_types t WHERE {_LIMITED})"
 )
 # The claim, in claim order. Without statistics SQLite would take ix_jobs_status_id for `status =
 # 'pending'` and sort every pending row: naming the partial index keeps a claim's cost flat at any
@@ -51,15 +52,19 @@ _ROOM = (
 # write lock is held (BEGIN IMMEDIATE), so the pick and the update see the same rows. Paused types and
 # types without room are passed over; a batch takes at most a type's room of its jobs (the window), so it
 # may bring fewer jobs than asked.
-_HELD = "(SELECT name FROM job_types WHERE paused = 1 UNION ALL SELECT name FROM room WHERE room < 1)"
+# The types passed over: paused ones, and (while any type has a limit) those without room.
+_PAUSED = "SELECT name FROM job_types WHERE paused = 1"
+_HELD = {False: _PAUSED, True: f"{_PAUSED} UNION ALL SELECT name FROM room WHERE room < 1"}
 _PICKED = {
     typed: "SELECT {columns} FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
     + (" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
-    + f" AND type NOT IN {_HELD}"
+    + " AND type NOT IN ({held})"
     " ORDER BY priority DESC, available_at, id LIMIT :limit"
     for typed in (False, True)
 }
-PICK = {typed: f"WITH {_ROOM} {pick.format(columns='id')}" for typed, pick in _PICKED.items()}
+PICK = {
+    typed: f"WITH {_ROOM} {pick.format(columns='id', held=_HELD[True])}" for typed, pick in _PICKED.items()
+}
 _WITHIN_ROOM = (
     "SELECT id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
     " AS n FROM ({picked})) AS c WHERE n <= coalesce((SELECT room FROM room WHERE name = c.type), n)"
@@ -72,19 +77,19 @@ _CLAIM = (
 # CLAIM[limited][typed]. While no type has a limit (the claim reads LIMITED under the write lock, so that
 # no limit can be set in between), the claim passes over paused types only, and costs what it did before
 # flow control.
-LIMITED = "SELECT 1 FROM job_types WHERE concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL LIMIT 1"
+LIMITED = f"SELECT 1 FROM job_types WHERE {_LIMITED} LIMIT 1"
 CLAIM = {
     True: {
         typed: f"WITH {_ROOM} "
         + _CLAIM.format(
-            picked=_WITHIN_ROOM.format(picked=pick.format(columns="id, type, priority, available_at"))
+            picked=_WITHIN_ROOM.format(
+                picked=pick.format(columns="id, type, priority, available_at", held=_HELD[True])
+            )
         )
         for typed, pick in _PICKED.items()
     },
     False: {
-        typed: _CLAIM.format(
-            picked=pick.format(columns="id").replace(_HELD, "(SELECT name FROM job_types WHERE paused = 1)")
-        )
+        typed: _CLAIM.format(picked=pick.format(columns="id", held=_HELD[False]))
         for typed, pick in _PICKED.items()
     },
 }

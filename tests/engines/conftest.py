@@ -91,8 +91,17 @@ def new(
     return NewJob(type, payload_json, priority, max_retries, key, payload_json if key else None, at)
 
 
-def set_type(db: Database, name: str, *, paused: bool = False, schema: dict | None = None) -> None:
-    """Add or change a job type through the ORM (the admin's path)."""
+def set_type(
+    db: Database,
+    name: str,
+    *,
+    paused: bool = False,
+    schema: dict | None = None,
+    concurrency: int | None = None,
+    rate: int | None = None,
+    period: int | None = None,
+) -> None:
+    """Add or change a job type through the ORM (the admin's path); its limits set, with a full bucket."""
     with db.session(write=True) as session, session.begin():
         job_type = session.query(JobType).filter_by(name=name).one_or_none()
         if job_type is None:
@@ -100,6 +109,11 @@ def set_type(db: Database, name: str, *, paused: bool = False, schema: dict | No
             session.add(job_type)
         job_type.paused = paused
         job_type.payload_schema = schema
+        job_type.concurrency_limit = concurrency
+        job_type.rate_limit = rate
+        job_type.rate_period = period
+        job_type.rate_tokens = None
+        job_type.rate_checked_at = None
 
 
 def count_jobs(db: Database) -> dict[tuple[str, str, int], int]:

@@ -13,23 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from queuelog.models import Job, JobType
-from tests.engines.conftest import NOW, later, new
+from queuelog.models import Job
+from tests.engines.conftest import NOW, later, new, set_type
 from tests.engines.test_conformance import claim
-
-
-def limit_type(db, name, *, concurrency=None, rate=None, period=None):
-    """Set a type's limits through the ORM (the admin's path), with a full bucket."""
-    with db.session(write=True) as session, session.begin():
-        job_type = session.query(JobType).filter_by(name=name).one_or_none()
-        if job_type is None:
-            job_type = JobType(name=name, description="")
-            session.add(job_type)
-        job_type.concurrency_limit = concurrency
-        job_type.rate_limit = rate
-        job_type.rate_period = period
-        job_type.rate_tokens = None
-        job_type.rate_checked_at = None
 
 
 def running(db, job_type="email"):
@@ -42,7 +28,7 @@ def complete(engine, job, at=NOW):
 
 
 def test_a_concurrency_limit_caps_running_jobs_and_other_types_go_on(db, engine):
-    limit_type(db, "email", concurrency=2)
+    set_type(db, "email", concurrency=2)
     engine.insert("alice", [new("email", priority=30) for _ in range(5)] + [new("pdf"), new("pdf")], NOW)
     first = claim(engine, limit=10).jobs
     assert sorted(j.type for j in first) == ["email", "email", "pdf", "pdf"]
@@ -56,7 +42,7 @@ def test_a_concurrency_limit_caps_running_jobs_and_other_types_go_on(db, engine)
 
 
 def test_a_batch_takes_a_limited_type_in_claim_order_up_to_its_room(db, engine):
-    limit_type(db, "email", concurrency=3)
+    set_type(db, "email", concurrency=3)
     ids = [
         job.id
         for job, _ in engine.insert("alice", [new("email", priority=p) for p in (0, 30, 10, 20, 30)], NOW)
@@ -66,7 +52,7 @@ def test_a_batch_takes_a_limited_type_in_claim_order_up_to_its_room(db, engine):
 
 
 def test_a_rate_limit_spends_tokens_and_refills_with_time(db, engine):
-    limit_type(db, "email", rate=2, period=60)
+    set_type(db, "email", rate=2, period=60)
     engine.insert("alice", [new("email") for _ in range(6)] + [new("pdf")], NOW)
     assert sorted(j.type for j in claim(engine, limit=10, lease=3600).jobs) == ["email", "email", "pdf"]
     assert claim(engine, limit=10).jobs == []
@@ -79,7 +65,7 @@ def test_a_rate_limit_spends_tokens_and_refills_with_time(db, engine):
 
 
 def test_a_type_under_both_limits_takes_the_smaller_room(db, engine):
-    limit_type(db, "email", concurrency=1, rate=5, period=60)
+    set_type(db, "email", concurrency=1, rate=5, period=60)
     engine.insert("alice", [new("email") for _ in range(4)], NOW)
     [job] = claim(engine, limit=10).jobs
     assert claim(engine, limit=10).jobs == []
@@ -88,17 +74,17 @@ def test_a_type_under_both_limits_takes_the_smaller_room(db, engine):
 
 
 def test_removing_a_limit_frees_the_waiting_jobs(db, engine):
-    limit_type(db, "email", concurrency=1)
+    set_type(db, "email", concurrency=1)
     engine.insert("alice", [new("email") for _ in range(3)], NOW)
     assert len(claim(engine, limit=10).jobs) == 1
-    limit_type(db, "email")
+    set_type(db, "email")
     assert len(claim(engine, limit=10).jobs) == 2
 
 
 def test_a_limit_lowered_below_the_running_jobs_holds_claims_until_enough_finish(db, engine):
     engine.insert("alice", [new("email") for _ in range(6)], NOW)
     held = claim(engine, limit=4).jobs
-    limit_type(db, "email", concurrency=2)
+    set_type(db, "email", concurrency=2)
     assert claim(engine, limit=10).jobs == []
     complete(engine, held[0])
     complete(engine, held[1])
@@ -108,7 +94,7 @@ def test_a_limit_lowered_below_the_running_jobs_holds_claims_until_enough_finish
 
 
 def test_eight_workers_never_run_more_than_the_concurrency_limit(db, engine):
-    limit_type(db, "email", concurrency=2)
+    set_type(db, "email", concurrency=2)
     total, workers = 40, 8
     engine.insert("alice", [new("email", payload={"n": n}) for n in range(total)], NOW)
     start = threading.Barrier(workers)
@@ -152,7 +138,7 @@ def test_eight_workers_never_run_more_than_the_concurrency_limit(db, engine):
 
 
 def test_eight_workers_never_claim_more_than_the_rate_limit(db, engine):
-    limit_type(db, "email", rate=5, period=3600)
+    set_type(db, "email", rate=5, period=3600)
     engine.insert("alice", [new("email") for _ in range(30)] + [new("pdf") for _ in range(10)], NOW)
     start = threading.Barrier(8)
 
@@ -173,7 +159,7 @@ def test_eight_workers_never_claim_more_than_the_rate_limit(db, engine):
 def test_a_server_whose_clock_is_behind_takes_no_tokens_back_in_time(db, engine):
     """docs/flow-control.md, "Clocks": a server behind the last spend refills nothing. Nor may its spend
     wind the bucket's time back, or the next claim on time would refill the minute it never waited."""
-    limit_type(db, "email", rate=2, period=60)
+    set_type(db, "email", rate=2, period=60)
     engine.insert("alice", [new("email", at=later(-120)) for _ in range(10)], later(-120))
     assert len(claim(engine, lease=3600).jobs) == 1  # one token of two left
     assert len(claim(engine, at=later(-60), lease=3600).jobs) == 1  # a minute behind: the last token
@@ -184,7 +170,7 @@ def test_a_server_whose_clock_is_behind_takes_no_tokens_back_in_time(db, engine)
 def test_the_period_after_a_quiet_spell_may_see_the_bucket_and_its_refill(db, engine):
     """docs/flow-control.md, "The rate limit": a full bucket of N, then its refill, so up to 2N - 1 claims in
     the first period; the average over busy periods is N a period."""
-    limit_type(db, "email", rate=4, period=60)
+    set_type(db, "email", rate=4, period=60)
     engine.insert("alice", [new("email") for _ in range(20)], NOW)
     taken = [len(claim(engine, at=later(s), limit=10, lease=3600).jobs) for s in range(0, 60, 15)]
     assert taken == [4, 1, 1, 1]  # 7 = 2 * 4 - 1 claims between NOW and NOW + 59 s
