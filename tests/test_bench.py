@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 
 import pytest
+from sqlalchemy.engine import make_url
 
+from queuelog.bench.core import raw_loop
+from queuelog.bench.price import FLOOR, LIST_INDEXES, VARIANTS, RowHistory, Variant, prepare
+from queuelog.bench.targets import Target
 from tests.conftest import PG_URL, ROOT
 
 
@@ -73,3 +78,57 @@ def test_http_scenario():
     assert rows[1]["jobs"] == 200 and rows[2]["jobs"] == 200 + 40  # the enqueue warm-up adds n/5 jobs
     assert [row["jobs"] for row in rows[3:]] == [200, 200, 200]
     assert 0 < rows[-1]["server_max_rss_mb"] < 400
+
+
+def test_price_scenario_rows():
+    rows = run_bench("price", "--jobs", "100", "--batch", "20", "--rounds", "1", "--clock", "cpu")
+    assert [row["operation"] for row in rows] == [v.label for v in VARIANTS] + [FLOOR]
+    for row in rows:
+        assert row["enqueue_per_s"] > 0 and row["claim_complete_per_s"] > 0 and row["batch_20_per_s"] > 0
+        assert row["enqueue_ratio_minimal"] == pytest.approx(row["enqueue_per_s"] / rows[-1]["enqueue_per_s"])
+    assert rows[-1]["claim_complete_ratio_minimal"] == 1.0
+
+
+def _priced(tmp_path, variant: Variant) -> sqlite3.Connection:
+    """A fresh database with ``variant``'s parts taken away, after the raw loop ran 30 jobs through it."""
+    target = Target(tmp_path)
+    url = target.fresh("priced")
+    prepare(target, url, variant)
+    raw_loop(
+        target,
+        url,
+        30,
+        10,
+        sql=RowHistory(target.sql) if variant.row_history else None,
+        history=variant.history,
+    )
+    return sqlite3.connect(make_url(url).database)
+
+
+def test_price_takes_away_what_each_variant_names(tmp_path):
+    whole = _priced(tmp_path / "whole", VARIANTS[0])
+    assert (
+        whole.execute("SELECT count(*) FROM job_events").fetchone()[0] == 60 * 3
+    )  # twice 30 jobs, 3 events each
+    assert whole.execute("SELECT sum(n) FROM job_counts WHERE status = 'completed'").fetchone()[0] == 60
+
+    bare = _priced(tmp_path / "bare", Variant("bare", history=False, counters=False, lists=False))
+    assert bare.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    assert bare.execute("SELECT count(*) FROM job_counts").fetchone()[0] == 0
+    indexes = {row[0] for row in bare.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "ix_jobs_claim" in indexes and not indexes & set(LIST_INDEXES)
+    assert bare.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()[0] == 60
+
+
+def test_price_row_history_keeps_every_transition_in_the_row(tmp_path):
+    db = _priced(tmp_path, VARIANTS[-1])
+    assert VARIANTS[-1].row_history
+    assert db.execute("SELECT count(*) FROM job_events").fetchone()[0] == 0
+    histories = [json.loads(h) for (h,) in db.execute("SELECT history FROM jobs ORDER BY id")]
+    assert len(histories) == 60
+    for history in histories:
+        assert [entry[1:] for entry in history] == [
+            ["enqueued", "bench", 0],
+            ["claimed", "bench-worker", 1],
+            ["completed", "bench-worker", 1],
+        ]

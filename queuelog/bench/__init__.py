@@ -36,6 +36,15 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"{head} no limits {row['unlimited_per_s']:>9,.0f}/s  limited {row['limited_per_s']:>9,.0f}/s"
                 f"  ratio {row['ratio']:.2f}x"
             )
+        elif row["scenario"] == "price":
+            lines.append(
+                f"{head} "
+                + "  ".join(
+                    f"{key[: -len('_per_s')]} {rate:>9,.0f}/s ({row[key[: -len('_per_s')] + '_ratio_minimal']:.2f}x)"
+                    for key, rate in row.items()
+                    if key.endswith("_per_s")
+                )
+            )
         elif row["scenario"] == "pages":
             lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")
         elif row["scenario"] == "backlog":
@@ -57,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "flow", "backlog", "http", "pages", "all"],
+        choices=["core", "flow", "price", "backlog", "http", "pages", "all"],
         help="what to measure; all runs every scenario",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
@@ -86,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         help="core: time by the wall clock (default) or by this process's CPU time, which on SQLite"
         " measures the work itself on a busy machine (PostgreSQL's server time is then left out)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="price: interleaved rounds, each figure their median (default 3)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 
@@ -103,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
                     from queuelog.bench.flow import scenario_flow
 
                     rows += scenario_flow(target, args.jobs, args.batch)
+                if args.scenario in ("price", "all"):
+                    from queuelog.bench.price import scenario_price
+
+                    rows += scenario_price(target, args.jobs, args.batch, args.rounds)
                 if args.scenario in ("backlog", "all"):
                     rows += scenario_backlog(target, args.backlog)
                 if args.scenario in ("pages", "all"):

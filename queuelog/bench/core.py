@@ -79,13 +79,17 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
 # -- the raw driver -----------------------------------------------------------------------------------
 
 
-def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
+def raw_loop(
+    target: Target, url: str, n: int, batch: int, *, sql: Any = None, history: bool = True
+) -> dict[str, float]:
     """The engine's statements through the driver alone: the floor to compare with.
 
     Like the engines: on SQLite each operation is one BEGIN IMMEDIATE transaction that adds the history
     rows; on PostgreSQL each is one autocommitted statement that writes its history rows itself.
+    ``sql`` replaces the engine's statements, and ``history=False`` leaves out SQLite's history rows, for
+    ``queuelog-bench price`` (price.py).
     """
-    sql = target.sql
+    sql = sql or target.sql
     logs_itself = target.engine == "postgresql"
     conn = target.raw_connect(url)
     if logs_itself:
@@ -98,7 +102,7 @@ def raw_loop(target: Target, url: str, n: int, batch: int) -> dict[str, float]:
 
     def finish(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
         if not logs_itself:
-            rows = [(i, now, name, WORKER, attempt, None) for i in job_ids]
+            rows = [(i, now, name, WORKER, attempt, None) for i in job_ids] if history else []
             if len(rows) == 1:
                 cur.execute(sql.EVENT, rows[0])
             elif rows:

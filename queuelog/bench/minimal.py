@@ -83,9 +83,9 @@ def _now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def run(target: Any, payloads: list[str], batch: int) -> dict[str, float]:
-    """The minimal loop on a new, empty database of ``target`` (queuelog/bench/targets.py)."""
-    url = target.empty("minimal")
+def run(target: Any, payloads: list[str], batch: int, name: str = "minimal") -> dict[str, float]:
+    """The minimal loop on a new, empty database ``name`` of ``target`` (queuelog/bench/targets.py)."""
+    url = target.empty(name)
     if target.engine == "sqlite":
         return sqlite_loop(make_url(url).database, payloads, batch)
     return postgres_loop(url, payloads, batch)
