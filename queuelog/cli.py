@@ -9,12 +9,12 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from queuelog.auth import AuthError, Refusal, create_key, create_user, revoke_key, update_user
 from queuelog.config import parse_duration
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, User
-from queuelog.queue.types import NAME_PATTERN, check_schema
+from queuelog.queue import Code, QueueError
+from queuelog.queue.types import SchemaRefused
 
 
 def _ext(name: str):
@@ -30,6 +30,16 @@ def _fail(message: str) -> None:
 _WORDING = {
     Refusal.PRODUCER_KEY_NEEDS_USER: "a producer key belongs to a user: give --user",
     Refusal.WORKER_KEY_HAS_USER: "a worker key belongs to no user: leave out --user",
+}
+
+
+# The command line's words for refusing a new type (queuelog/queue/errors.py).
+_TYPE_WORDS = {
+    Code.BAD_TYPE_NAME: lambda p: (
+        f"a type name is 1 to {p['max_length']} letters, digits, '_', '.', ':' or '-',"
+        " starting with a letter or digit"
+    ),
+    Code.TYPE_EXISTS: lambda p: f"type {p['name']!r} already exists",
 }
 
 
@@ -161,10 +171,6 @@ def keys_revoke(name: str) -> None:
 @click.option("--schema", "schema_file", type=click.File("r"), help="A JSON Schema file for the payload.")
 def types_add(name: str, description: str, schema_file) -> None:
     """Add a job type to the allowlist."""
-    import re
-
-    if not re.match(NAME_PATTERN, name):
-        _fail("a type name is 1 to 64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit")
     schema = None
     if schema_file is not None:
         try:
@@ -173,13 +179,12 @@ def types_add(name: str, description: str, schema_file) -> None:
             _fail(f"{schema_file.name}: not JSON: {exc}")
         except RecursionError:
             _fail(f"{schema_file.name}: nested too deeply")
-        problem = check_schema(schema)
-        if problem:
-            _fail(f"{schema_file.name}: {problem}")
     try:
-        _ext("queue").types.add(name, description, schema)
-    except IntegrityError:
-        _fail(f"type {name!r} already exists")
+        _ext("queue").types.create(name, "cli", description, schema)
+    except SchemaRefused as problem:
+        _fail(f"{schema_file.name}: {problem}")
+    except QueueError as exc:
+        _fail(_TYPE_WORDS[exc.code](exc.params))
     click.echo(f"added type {name}")
 
 
@@ -195,9 +200,9 @@ def types_list() -> None:
         click.echo(f"{t.name}\t{state}\t{schema}\t{t.description}\t{concurrency}\t{rate_text(t)}")
 
 
-def _set_type(name: str, **changes) -> None:
+def _set_type(name: str, action: str, **changes) -> None:
     try:
-        _ext("queue").types.update(name, **changes)
+        _ext("queue").types.change(name, "cli", action=f"type.{action}", **changes)
     except LookupError:
         _fail(f"no type {name!r}")
 
@@ -206,7 +211,7 @@ def _set_type(name: str, **changes) -> None:
 @click.argument("name")
 def types_disable(name: str) -> None:
     """Refuse new jobs of this type (jobs already queued still run)."""
-    _set_type(name, enabled=False)
+    _set_type(name, "disable", enabled=False)
     click.echo(f"disabled type {name}")
 
 
@@ -214,7 +219,7 @@ def types_disable(name: str) -> None:
 @click.argument("name")
 def types_enable(name: str) -> None:
     """Accept jobs of this type again."""
-    _set_type(name, enabled=True)
+    _set_type(name, "enable", enabled=True)
     click.echo(f"enabled type {name}")
 
 
@@ -222,7 +227,7 @@ def types_enable(name: str) -> None:
 @click.argument("name")
 def types_pause(name: str) -> None:
     """Stop handing out jobs of this type to workers (enqueueing goes on)."""
-    _set_type(name, paused=True)
+    _set_type(name, "pause", paused=True)
     click.echo(f"paused type {name}")
 
 
@@ -230,7 +235,7 @@ def types_pause(name: str) -> None:
 @click.argument("name")
 def types_resume(name: str) -> None:
     """Hand out jobs of this type again."""
-    _set_type(name, paused=False)
+    _set_type(name, "resume", paused=False)
     click.echo(f"resumed type {name}")
 
 

@@ -114,3 +114,38 @@ def test_a_concurrency_with_spaces_around_it_is_taken_as_a_rate_is(runner, queue
     result = runner.invoke(args=["types", "limit", "sync", "--concurrency", " 4 ", "--rate", " 3/2h "])
     assert result.exit_code == 0, result.output
     assert settings(queue, "sync") == (4, 3, 7200)
+
+
+def test_adding_and_switching_types_is_audited_as_cli(runner, app):
+    for args in (
+        ["add", "webhook", "--description", "POST a URL"],
+        ["pause", "webhook"],
+        ["disable", "webhook"],
+    ):
+        result = runner.invoke(args=["types", *args])
+        assert result.exit_code == 0, result.output
+    with app.extensions["queuelog"]["db"].session() as session:
+        rows = session.scalars(select(AuditLog).where(AuditLog.target == "webhook").order_by(AuditLog.id))
+        assert [(r.actor, r.action, r.detail) for r in rows] == [
+            ("cli", "type.create", None),
+            ("cli", "type.pause", "paused: false -> true"),
+            ("cli", "type.disable", "enabled: true -> false"),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        (
+            "-dash",
+            "Error: a type name is 1 to 64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit",
+        ),
+        ("report\n", "Error: a type name is 1 to 64 letters"),
+        ("email", "Error: type 'email' already exists"),
+    ],
+)
+def test_a_refused_new_type_is_one_line_and_adds_nothing(runner, queue, name, words):
+    before = [t.name for t in queue.types.all()]
+    result = runner.invoke(args=["types", "add", "--", name])
+    assert result.exit_code == 1 and result.stderr.startswith(words) and result.stderr.count("\n") == 1
+    assert [t.name for t in queue.types.all()] == before

@@ -96,6 +96,14 @@ TABLE: dict[Code, Wording] = {
     Code.UNKNOWN_TIMEZONE: Wording(*_INVALID, lambda p: "is not an IANA time zone (e.g. Europe/Berlin)"),
     Code.BAD_MISSED_POLICY: Wording(*_INVALID, lambda p: f"must be {' or '.join(p['allowed'])}"),
     Code.TYPE_NOT_FOUND: Wording(404, "not-found", lambda p: f"job type {p['name']!r} does not exist"),
+    Code.TYPE_EXISTS: Wording(*_INVALID, lambda p: "a job type with this name exists"),
+    Code.BAD_TYPE_NAME: Wording(
+        *_INVALID,
+        lambda p: (
+            f"must be 1 to {p['max_length']} letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or digit"
+        ),
+    ),
     Code.NOT_AN_INTEGER: Wording(*_INVALID, lambda p: f"must be an integer from {p['low']} to {p['high']}"),
 }
 

@@ -4,17 +4,15 @@ change goes through the queue layer, which checks the limits and writes the audi
 
 from __future__ import annotations
 
-from flask import current_app, g, url_for
-from sqlalchemy.exc import IntegrityError
+from flask import g, url_for
 
 from queuelog.api.base import bp, json_response, queue, requires
 from queuelog.api.problems import invalid
 from queuelog.api.type_shapes import JOB_TYPE, JOB_TYPE_LIST, TYPE_BODY, TYPE_PATCH, type_record
 from queuelog.api.validation import read_body
-from queuelog.auth import audit
 from queuelog.models import JobType
 from queuelog.queue.limits import running_by_type
-from queuelog.queue.types import check_schema
+from queuelog.queue.types import SchemaRefused
 
 
 def type_json(job_type: JobType, running: dict[str, int] | None = None) -> dict:
@@ -38,14 +36,12 @@ def list_types():
 def create_type():
     """Manage job types."""
     body = TYPE_BODY.parse(read_body())
-    schema = body["payload_schema"]
-    if schema is not None and (problem := check_schema(schema)) is not None:
-        raise invalid("payload_schema", str(problem))
     try:
-        job_type = queue().types.add(body["name"], body["description"] or "", schema)
-    except IntegrityError:
-        raise invalid("name", "a job type with this name exists") from None
-    audit(current_app.extensions["queuelog"]["db"], g.principal.name, "type.create", job_type.name)
+        job_type = queue().types.create(
+            body["name"], g.principal.name, body["description"] or "", body["payload_schema"]
+        )
+    except SchemaRefused as problem:
+        raise invalid("payload_schema", str(problem)) from None
     location = {"Location": url_for("api.get_type", name=job_type.name)}
     return json_response(type_json(job_type, {}), 201, location)
 

@@ -267,8 +267,11 @@ class QueueEngine(RunningOperations, Protocol):
         """Every job type, by name."""
         ...
 
-    def add_job_type(self, name: str, description: str, schema: dict[str, Any] | None) -> JobType:
-        """Add an enabled, unpaused type. A taken name raises SQLAlchemy's ``IntegrityError``."""
+    def add_job_type(
+        self, name: str, description: str, schema: dict[str, Any] | None, *, audit: AuditLog | None = None
+    ) -> JobType:
+        """Add an enabled, unpaused type, and ``audit`` in the same transaction. A taken name raises
+        SQLAlchemy's ``IntegrityError`` (and writes nothing)."""
         ...
 
     def update_job_type(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from queuelog.db import Database
-from queuelog.models import JobType, utcnow
+from queuelog.models import AuditLog, JobType, utcnow
 
 if TYPE_CHECKING:
     from queuelog.engines.base import JobTypeAudit, JobTypeChanges
@@ -28,10 +28,14 @@ class OrmJobTypes:
         with self.db.session() as session:
             return list(session.scalars(select(JobType).order_by(JobType.name)))
 
-    def add_job_type(self, name: str, description: str, schema: dict[str, Any] | None) -> JobType:
+    def add_job_type(
+        self, name: str, description: str, schema: dict[str, Any] | None, *, audit: AuditLog | None = None
+    ) -> JobType:
         with self.db.session(write=True) as session, session.begin():
             job_type = JobType(name=name, description=description, payload_schema=schema)
             session.add(job_type)
+            if audit is not None:
+                session.add(audit)
         return job_type
 
     def update_job_type(

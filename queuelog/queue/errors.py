@@ -54,6 +54,8 @@ class Code(StrEnum):
     BAD_MISSED_POLICY = "bad_missed_policy"  # allowed: the policies
     # Job types and their flow control (queuelog/queue/limits.py, docs/flow-control.md)
     TYPE_NOT_FOUND = "type_not_found"  # name
+    TYPE_EXISTS = "type_exists"  # name: the name is taken
+    BAD_TYPE_NAME = "bad_type_name"  # max_length: letters, digits, '_', '.', ':', '-'
     NOT_AN_INTEGER = "not_an_integer"  # low, high: a whole number is needed (not true, 1.5 or "2")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from enum import StrEnum
@@ -15,6 +16,7 @@ from jsonschema import validators
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
+from sqlalchemy.exc import IntegrityError
 
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
     from queuelog.engines.base import JobTypeAudit
     from queuelog.queue.spec import JobSpec
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+NAME_MAX_LENGTH = 64
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
 MAX_SCHEMA_DEPTH = 32
@@ -211,9 +214,27 @@ class JobTypeRules:
     def all(self) -> list[JobType]:
         return self.engine.all_job_types()
 
-    def add(self, name: str, description: str = "", schema: dict | None = None) -> JobType:
-        """Add an enabled type; a taken name raises SQLAlchemy's ``IntegrityError``."""
-        job_type = self.engine.add_job_type(name, description, schema)
+    def create(self, name: str, actor: str, description: str = "", schema: Any = None) -> JobType:
+        """Add an enabled type, recorded in the audit log as ``type.create`` by ``actor`` in the same
+        transaction (the JSON API, the command line and the types page add types here). A name not of
+        ``NAME_PATTERN`` is ``BAD_TYPE_NAME``, a taken one ``TYPE_EXISTS`` (both on ``name``); a schema
+        ``check_schema`` refuses raises its ``SchemaRefused``."""
+        if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):  # "$" alone lets "a\n" by
+            raise JobValidationError(Code.BAD_TYPE_NAME, field="name", max_length=NAME_MAX_LENGTH)
+        if schema is not None and (problem := check_schema(schema)) is not None:
+            raise problem
+        entry = AuditLog(actor=actor, action="type.create", target=name)
+        try:
+            return self.add(name, description, schema, audit=entry)
+        except IntegrityError:
+            raise JobValidationError(Code.TYPE_EXISTS, field="name", name=name) from None
+
+    def add(
+        self, name: str, description: str = "", schema: Any = None, *, audit: AuditLog | None = None
+    ) -> JobType:
+        """Add an enabled type as given, unchecked (``create`` checks and audits); a taken name raises
+        SQLAlchemy's ``IntegrityError``."""
+        job_type = self.engine.add_job_type(name, description, schema, audit=audit)
         self.invalidate()
         return job_type
 
@@ -230,20 +251,21 @@ class JobTypeRules:
         may raise ``InvalidValues``). An unknown type raises ``JobTypeNotFound`` (a ``LookupError``)."""
         return self._write(name, changes)
 
-    def change(self, name: str, actor: str, **changes: Any) -> JobType:
-        """``update``, recorded in the audit log as ``type.update`` by ``actor`` with what changed, in the
-        change's own transaction (the JSON API, the command line and the edit page change types here)."""
+    def change(self, name: str, actor: str, *, action: str = "type.update", **changes: Any) -> JobType:
+        """``update``, recorded in the audit log as ``action`` by ``actor`` with what changed, in the
+        change's own transaction (the JSON API, the command line and the pages change types here; the
+        pages' enable, disable, pause and resume buttons name their own actions, ``type.pause`` ...)."""
 
         def audit_row(before: JobType, applied: dict[str, Any]) -> AuditLog:
-            return AuditLog(
-                actor=actor, action="type.update", target=name, detail=change_summary(before, applied)
-            )
+            return AuditLog(actor=actor, action=action, target=name, detail=change_summary(before, applied))
 
         return self._write(name, changes, audit_row)
 
     def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
         if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
             raise JobTypeNotFound(name)
+        if (schema := changes.get("payload_schema")) is not None and (problem := check_schema(schema)):
+            raise problem
         limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
 
         def settled(current: JobType) -> dict[str, Any]:

@@ -72,6 +72,8 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.UNKNOWN_TIMEZONE: _l("Choose a time zone from the list."),
     Code.BAD_MISSED_POLICY: _l("Choose one of the listed options."),
     Code.TYPE_NOT_FOUND: _l("There is no job type named %(name)s."),
+    Code.TYPE_EXISTS: _l("A job type with this name exists."),
+    Code.BAD_TYPE_NAME: _l("Use letters, digits, '_', '.', ':' or '-', starting with a letter or digit."),
     Code.NOT_AN_INTEGER: _l("Enter a whole number from %(low)s to %(high)s."),
 }
 _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {

@@ -12,14 +12,13 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import format_decimal
 from flask_babel import gettext as _
 from flask_login import current_user
-from sqlalchemy.exc import IntegrityError
 
-from queuelog.auth import audit
 from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.limits import DEFAULT_PERIOD, LIMIT_FIELDS, is_limited, running_by_type
-from queuelog.queue.types import NAME_PATTERN, check_schema, schema_too_deep
-from queuelog.web import admin_required, db, queue
+from queuelog.queue.types import SchemaRefused, schema_too_deep
+from queuelog.refusals import Refused
+from queuelog.web import admin_required, queue
 from queuelog.web.admin import bp
 from queuelog.web.forms import ConfirmForm, JobTypeEditForm, JobTypeForm
 from queuelog.web.refusals import refusal_text
@@ -68,21 +67,24 @@ def flow_rows() -> list[dict[str, Any]]:
 
 
 def _schema_from(form: JobTypeForm):
+    """The schema typed in the form, parsed (None when empty), and whether it parsed; the queue layer
+    checks it (``check_schema``)."""
     text = (form.payload_schema.data or "").strip()
     if not text:
         return None, True
     try:
-        schema = json.loads(text)
-        problem = check_schema(schema)
+        return json.loads(text), True
     except ValueError as exc:
         form.payload_schema.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
-        return None, False
     except RecursionError:  # deeper than the JSON parser goes: far past the depth limit
-        problem = schema_too_deep()
-    if problem:
-        form.payload_schema.errors.append(refusal_text(problem))
-        return None, False
-    return schema, True
+        form.payload_schema.errors.append(refusal_text(schema_too_deep()))
+    return None, False
+
+
+def _refused(form: Any, exc: Refused) -> None:
+    """Each refusal of a change beside the field it blames."""
+    for refusal in each_refusal(exc):
+        form[refusal.field].errors.append(refusal_text(refusal))
 
 
 @bp.route("/types", methods=["GET", "POST"])
@@ -92,18 +94,14 @@ def types():
     if form.validate_on_submit():
         name = form.name.data.strip()
         schema, ok = _schema_from(form)
-        if not re.match(NAME_PATTERN, name):
-            form.name.errors.append(
-                _("Use letters, digits, '_', '.', ':' or '-', starting with a letter or digit.")
-            )
-        elif ok:
+        if ok:
             try:
-                queue().types.add(name, form.description.data or "", schema)
-                audit(db(), current_user.username, "type.create", name)
+                queue().types.create(name, current_user.username, form.description.data or "", schema)
+            except (QueueError, SchemaRefused) as exc:
+                _refused(form, exc)
+            else:
                 flash(_("Job type %(name)s added.", name=name), "success")
                 return redirect(url_for("web_admin.types"))
-            except IntegrityError:
-                form.name.errors.append(_("A job type with this name exists."))
     all_types = queue().types.all()
     running = running_by_type(queue().engine)
     rows = [
@@ -158,9 +156,8 @@ def type_edit(name: str):
                 )
             except LookupError:
                 abort(404)
-            except QueueError as exc:
-                for refusal in each_refusal(exc):
-                    form[refusal.field].errors.append(refusal_text(refusal))
+            except (QueueError, SchemaRefused) as exc:
+                _refused(form, exc)
             else:
                 flash(_("Job type %(name)s saved.", name=name), "success")
                 return redirect(url_for("web_admin.types"))
@@ -182,9 +179,8 @@ def type_change(name: str, change: str):
         abort(404)
     if ConfirmForm().validate_on_submit():
         try:
-            queue().types.update(name, **settings[change])
+            queue().types.change(name, current_user.username, action=f"type.{change}", **settings[change])
         except LookupError:
             abort(404)
-        audit(db(), current_user.username, f"type.{change}", name)
         flash(_("Job type %(name)s updated.", name=name), "success")
     return redirect(url_for("web_admin.types"))
