@@ -1,5 +1,6 @@
 """The one interface between the queue layer and a database: ``QueueEngine``, with the job and event
-records it speaks in (the others are in records.py).
+records it speaks in (the others are in records.py). Beside it every engine offers the running jobs'
+operations (running.py), the console's (console.py) and the schedules' (schedules.py).
 
 ``Queue`` (queuelog/queue/core.py) holds the policy: which types may be enqueued, backoff parameters,
 metrics, long-poll wake-ups, and the exceptions the faces see. An engine holds everything that depends on
@@ -23,24 +24,18 @@ from queuelog.engines.records import (
     Claimed,
     CountRow,
     FailureRow,
-    FinishedJob,
-    HeldJob,
-    JobSearch,
     JobTypeRow,
     KeyRow,
     NewJob,
-    SearchPage,
     ThroughputRow,
     Unchanged,
-    WorkerKeyRow,
 )
 from queuelog.engines.running import RunningOperations
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from queuelog.engines.schedules import Fired, Firing
-    from queuelog.models import AuditLog, JobType, Schedule
+    from queuelog.models import AuditLog, JobType
 
     # A job type's change (update_job_type): the attributes to set, or a function of the type as it is
     # that gives them; and the audit row made from the type before the change and the attributes set.
@@ -291,108 +286,3 @@ class QueueEngine(RunningOperations, Protocol):
 def claim_order(job: JobRecord) -> tuple[int, datetime, int]:
     """The sort key of claim order (README, Claim order): an UPDATE's RETURNING has no order of its own."""
     return (-job.priority, job.available_at, job.id)
-
-
-# -- search and bulk actions (the admin console) ----------------------------------------------------------
-
-
-class SearchOperations(Protocol):
-    """The console's reads and bulk writes, which every engine offers beside ``QueueEngine``'s."""
-
-    def search(self, search: JobSearch, *, before_id: int | None, limit: int, scan: int) -> SearchPage:
-        """Jobs matching ``search``, newest first, with ids below ``before_id``: at most ``limit`` of
-        them, found among at most ``scan`` candidates (the newest rows below ``before_id`` that match the
-        indexed fields), so that no search reads more than ``scan`` rows whatever it looks for."""
-        ...
-
-    def count_matching(self, search: JobSearch, *, action: str, ceiling: int, cap: int) -> int:
-        """How many jobs with ids up to ``ceiling`` match ``search`` and are in a status ``action``
-        (``retry``, ``cancel``, ``delete``) applies to, counting at most ``cap`` (a bulk action's
-        confirmation)."""
-        ...
-
-    def newest_id(self) -> int:
-        """The highest job id there is, 0 when there are no jobs."""
-        ...
-
-    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
-        """Apply ``action`` to the jobs ``job_ids`` in one short transaction and return the ids it
-        changed: ``retry`` (failed or cancelled jobs back to pending, retry count 0), ``cancel`` (pending
-        jobs) with a history row by ``actor`` for each, or ``delete`` (finished jobs, with their
-        history). The status each action needs is part of the statement: a job in another state is left
-        alone, whatever happened to it since it was chosen."""
-        ...
-
-
-class ConsoleReads(Protocol):
-    """The admin console's reads (the workers page and the per-type figures; docs/console.md), which both
-    engines implement beside ``QueueEngine`` (in reads.py). Each is bounded by its ``limit`` (or by the
-    running jobs) and served by an index, whatever the size of the jobs table."""
-
-    def held_jobs(self, *, limit: int) -> list[HeldJob]:
-        """Running jobs, the soonest lease expiry first (through the partial index of running jobs)."""
-        ...
-
-    def held_counts(self) -> dict[str, int]:
-        """How many jobs each worker holds now (running jobs only)."""
-        ...
-
-    def recent_finished(self, status: str, *, since: datetime, limit: int) -> list[FinishedJob]:
-        """The ``limit`` jobs that became ``status`` (completed or failed) most recently, at or after
-        ``since``, newest first (through the index on status and finish time)."""
-        ...
-
-    def recent_of_type(self, job_type: str, *, limit: int) -> list[FinishedJob]:
-        """The ``limit`` newest jobs (highest ids) of ``job_type``, whatever their status, newest first."""
-        ...
-
-    def worker_keys(self, *, since: datetime, limit: int) -> list[WorkerKeyRow]:
-        """Worker keys used at or after ``since`` (revoked or not), the most recently used first."""
-        ...
-
-
-class ScheduleEngine(Protocol):
-    """The schedules' operations (docs/schedules.md), which both engines have beside ``QueueEngine``'s
-    (queuelog/engines/schedules.py). Every change writes its ``audit_log`` row in its own transaction."""
-
-    def all_schedules(self) -> list[Schedule]:
-        """Every schedule, by name."""
-        ...
-
-    def get_schedule(self, name: str) -> Schedule | None:
-        """The schedule named ``name``, or None."""
-        ...
-
-    def add_schedule(self, values: dict[str, Any], *, actor: str, now: datetime) -> Schedule:
-        """Add a schedule with the given columns, created by ``actor``. A taken name raises SQLAlchemy's
-        ``IntegrityError``, and nothing is written."""
-        ...
-
-    def update_schedule(
-        self,
-        name: str,
-        changes: dict[str, Any],
-        *,
-        actor: str,
-        action: str,
-        now: datetime,
-        revision: int | None = None,
-        detail: str | None = None,
-    ) -> Schedule | None:
-        """Set ``changes`` and raise the revision, in one guarded UPDATE (only at ``revision`` when given),
-        audited as ``action`` with ``detail``; None when no schedule matched."""
-        ...
-
-    def delete_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
-        """Delete the schedule and its fire rows (its jobs stay); False when there was none."""
-        ...
-
-    def due_schedules(self, *, now: datetime, limit: int) -> list[Schedule]:
-        """Unpaused schedules whose next fire time is at or before ``now``, soonest first."""
-        ...
-
-    def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:
-        """Fire one slot in one transaction: the guarded UPDATE of the schedule (due at that revision and
-        slot; for "run now", that it exists), the (schedule, slot) row, the job and its history row. Two
-        firings of one slot, from any number of servers at once, make one job."""
-        ...

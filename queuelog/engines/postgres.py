@@ -296,7 +296,7 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         with self.db.cursor(write=True, autocommit=True) as cur:
             return cur.execute(statement, params).rowcount
 
-    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+    # -- bulk actions (the console; SearchOperations in console.py) ------------------------------------------
 
     @retry_aborted
     def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:

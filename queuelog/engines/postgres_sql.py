@@ -290,7 +290,7 @@ BULK = {
 }
 
 
-# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+# -- the console's reads (reads.py; ConsoleReads in console.py) ---------------------------------------------------------
 
 _SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
 # Running jobs only: through the partial index of leases (or the status index), never the whole table.

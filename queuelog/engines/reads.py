@@ -108,7 +108,7 @@ class EngineReads:
         active = None if active is None else bool(active)
         return KeyRow(key_id, kind, name, self.sql.decode_time(last_used), username, role, active)
 
-    # -- the console's reads (ConsoleReads in base.py) ------------------------------------------------
+    # -- the console's reads (ConsoleReads in console.py) ------------------------------------------------
 
     def held_jobs(self, *, limit: int) -> list[HeldJob]:
         time = self.sql.decode_time
@@ -146,7 +146,7 @@ class EngineReads:
 
 
 class SearchReads:
-    """The console's reads (contracts in base.py, ``SearchOperations``; statements in search_sql.py)."""
+    """The console's reads (contracts in console.py, ``SearchOperations``; statements in search_sql.py)."""
 
     db: Database
     sql: ModuleType

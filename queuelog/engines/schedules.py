@@ -1,4 +1,4 @@
-"""The schedules' operations of ``QueueEngine`` (contracts in base.py), shared by both engines.
+"""The schedules' operations (``ScheduleEngine``), shared by both engines.
 
 Managing schedules goes through the ORM models, which speak either database, with the audit row in the
 same transaction. Firing a slot is one transaction of plain statements on the engine's own cursor
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import delete, select, update
 
@@ -65,6 +65,53 @@ class Fired(NamedTuple):
 def _first(cur: Any) -> Any:
     rows = cur.fetchall()  # SQLite finishes a RETURNING statement only when stepped to the end
     return rows[0] if rows else None
+
+
+class ScheduleEngine(Protocol):
+    """The schedules' operations (docs/schedules.md), which both engines have beside ``QueueEngine``'s
+    (queuelog/engines/schedules.py). Every change writes its ``audit_log`` row in its own transaction."""
+
+    def all_schedules(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        ...
+
+    def get_schedule(self, name: str) -> Schedule | None:
+        """The schedule named ``name``, or None."""
+        ...
+
+    def add_schedule(self, values: dict[str, Any], *, actor: str, now: datetime) -> Schedule:
+        """Add a schedule with the given columns, created by ``actor``. A taken name raises SQLAlchemy's
+        ``IntegrityError``, and nothing is written."""
+        ...
+
+    def update_schedule(
+        self,
+        name: str,
+        changes: dict[str, Any],
+        *,
+        actor: str,
+        action: str,
+        now: datetime,
+        revision: int | None = None,
+        detail: str | None = None,
+    ) -> Schedule | None:
+        """Set ``changes`` and raise the revision, in one guarded UPDATE (only at ``revision`` when given),
+        audited as ``action`` with ``detail``; None when no schedule matched."""
+        ...
+
+    def delete_schedule(self, name: str, *, actor: str, now: datetime) -> bool:
+        """Delete the schedule and its fire rows (its jobs stay); False when there was none."""
+        ...
+
+    def due_schedules(self, *, now: datetime, limit: int) -> list[Schedule]:
+        """Unpaused schedules whose next fire time is at or before ``now``, soonest first."""
+        ...
+
+    def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:
+        """Fire one slot in one transaction: the guarded UPDATE of the schedule (due at that revision and
+        slot; for "run now", that it exists), the (schedule, slot) row, the job and its history row. Two
+        firings of one slot, from any number of servers at once, make one job."""
+        ...
 
 
 class ScheduleOps:

@@ -267,7 +267,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
             cur.execute(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total
 
-    # -- bulk actions (the console; base.py, SearchOperations) ------------------------------------------
+    # -- bulk actions (the console; SearchOperations in console.py) ------------------------------------------
 
     def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
         ts = bind_time(now)

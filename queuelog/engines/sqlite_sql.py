@@ -262,7 +262,7 @@ BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each
 BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
 
 
-# -- the console's reads (reads.py, ConsoleReads) ---------------------------------------------------------
+# -- the console's reads (reads.py; ConsoleReads in console.py) ---------------------------------------------------------
 
 _SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
 # Running jobs only: through the partial index of leases (or the status index), never the whole table.

@@ -1,6 +1,6 @@
 """Read-only views for the admin console (docs/console.md): the workers page and the per-type figures.
 
-Every figure comes from bounded reads (ConsoleReads in queuelog/engines/base.py): the running jobs, and
+Every figure comes from bounded reads (ConsoleReads in queuelog/engines/console.py): the running jobs, and
 samples of the newest finished jobs. When a sample is full it covers less than its window; the views say
 which stretch of time they cover instead of pretending to cover all of it.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from queuelog.engines.base import ConsoleReads
+from queuelog.engines.console import ConsoleReads
 from queuelog.engines.records import FinishedJob, HeldJob, WorkerKeyRow
 from queuelog.models import STATUSES
 from queuelog.queue.core import Queue

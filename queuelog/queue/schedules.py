@@ -15,9 +15,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from queuelog.engines.base import ScheduleEngine
 from queuelog.engines.records import NewJob
-from queuelog.engines.schedules import Fired, Firing
+from queuelog.engines.schedules import Fired, Firing, ScheduleEngine
 from queuelog.models import Schedule
 from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_refusal, slot_after, upcoming, zone
 from queuelog.queue.errors import Code, InvalidValues, JobValidationError, QueueError

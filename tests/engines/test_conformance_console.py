@@ -1,4 +1,4 @@
-"""The console's reads (ConsoleReads in queuelog/engines/base.py), run against each engine directly (no app):
+"""The console's reads (ConsoleReads in queuelog/engines/console.py), run against each engine directly (no app):
 held jobs and their counts, the newest finished jobs, a type's newest jobs, and recently used worker keys."""
 
 from __future__ import annotations

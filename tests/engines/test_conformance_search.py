@@ -9,7 +9,7 @@ import json
 import pytest
 
 from queuelog.engines import Backoff
-from queuelog.engines.base import SearchOperations
+from queuelog.engines.console import SearchOperations
 from queuelog.engines.postgres import PostgresEngine
 from queuelog.engines.records import JobSearch
 from queuelog.engines.sqlite import SQLiteEngine
