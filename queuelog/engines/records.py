@@ -4,7 +4,7 @@ the backoff policy, and the typed rows of counts, throughput, failures, the allo
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -73,6 +73,17 @@ class CountRow(NamedTuple):
     type: str
     priority: int
     n: int
+
+
+def counts_by_type(rows: Iterable[CountRow]) -> dict[str, dict[str, int]]:
+    """The counts as ``{type: {status: n}}``, every status present (0 when none)."""
+    from queuelog.models import STATUSES
+
+    by_type: dict[str, dict[str, int]] = {}
+    for row in rows:
+        statuses = by_type.setdefault(row.type, dict.fromkeys(STATUSES, 0))
+        statuses[row.status] = statuses.get(row.status, 0) + row.n
+    return by_type
 
 
 class ThroughputRow(NamedTuple):

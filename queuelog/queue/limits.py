@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from queuelog.engines.records import counts_by_type
 from queuelog.queue.errors import Code, InvalidValues, JobValidationError
 
 if TYPE_CHECKING:
@@ -75,11 +76,12 @@ def limit_changes(current: JobType, given: Mapping[str, Any]) -> dict[str, Any]:
 
 def running_by_type(engine: QueueEngine) -> dict[str, int]:
     """How many jobs of each type are running now, from the queue's counts by status and type."""
-    running: dict[str, int] = {}
-    for row in engine.counts():
-        if row.status == "running" and row.n:
-            running[row.type] = running.get(row.type, 0) + row.n
-    return running
+    return running_of(counts_by_type(engine.counts()))
+
+
+def running_of(by_type: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The running jobs of each type that has any, from counts as ``counts_by_type`` gives them."""
+    return {name: statuses["running"] for name, statuses in by_type.items() if statuses["running"]}
 
 
 def is_limited(job_type: JobType) -> bool:

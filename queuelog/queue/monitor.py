@@ -8,14 +8,13 @@ which stretch of time they cover instead of pretending to cover all of it.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from queuelog.engines.console import ConsoleReads
-from queuelog.engines.records import FinishedJob, HeldJob, WorkerKeyRow
+from queuelog.engines.records import FinishedJob, HeldJob, WorkerKeyRow, counts_by_type
 from queuelog.models import STATUSES
 from queuelog.queue.core import Queue
 
@@ -146,17 +145,18 @@ class ConsoleStats:
         """Per job type: jobs by status (exact), and over the last hour and day its completed and failed
         jobs, failure rate and p50/p95 of run time and queue wait, from its newest jobs."""
         now = now or self.queue.clock()
-        by_type: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(STATUSES, 0))
-        for row in self.queue.engine.counts():
-            by_type[row.type][row.status] = by_type[row.type].get(row.status, 0) + row.n
+        by_type = counts_by_type(self.queue.engine.counts())
         names = sorted(set(by_type) | {t.name for t in self.queue.types.all()})
-        return [self._type(name, by_type[name], now) for name in names]
+        none = dict.fromkeys(STATUSES, 0)
+        return [self._type(name, by_type.get(name, none), now) for name in names]
 
-    def busiest(self, limit: int = 5) -> list[tuple[str, dict[str, int]]]:
-        """The types with the most jobs pending or running now (exact counts), busiest first."""
-        by_type: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(STATUSES, 0))
-        for row in self.queue.engine.counts():
-            by_type[row.type][row.status] += row.n
+    def busiest(
+        self, by_type: dict[str, dict[str, int]] | None = None, limit: int = 5
+    ) -> list[tuple[str, dict[str, int]]]:
+        """The types with the most jobs pending or running now (exact counts), busiest first; from
+        ``by_type`` (all owners' counts, as ``counts_by_type`` gives them) when the caller has read them."""
+        if by_type is None:
+            by_type = counts_by_type(self.queue.engine.counts())
         active = [(name, c) for name, c in by_type.items() if c["pending"] + c["running"] > 0]
         active.sort(key=lambda item: (-(item[1]["pending"] + item[1]["running"]), item[0]))
         return active[:limit]

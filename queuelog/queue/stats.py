@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from queuelog.engines.records import counts_by_type
 from queuelog.models import PRIORITY_NAMES, STATUSES
 from queuelog.queue.core import Queue
 
@@ -72,12 +73,13 @@ class QueueStats:
         self.engine = queue.engine
 
     def overview(self, owner: str | None = None, now: datetime | None = None) -> dict[str, Any]:
-        """Counts by status, pending by priority, the oldest pending job's creation, and per-minute
-        completions and failures over the last hour."""
+        """Counts by status, by type and status, pending by priority, the oldest pending job's creation,
+        and per-minute completions and failures over the last hour."""
         now = now or self.queue.clock()
         by_status = dict.fromkeys(STATUSES, 0)
         by_priority = {name: 0 for name in PRIORITY_NAMES.values()}
-        for row in self.engine.counts(owner=owner):
+        counts = self.engine.counts(owner=owner)
+        for row in counts:
             by_status[row.status] = by_status.get(row.status, 0) + row.n
             if row.status == "pending":
                 name = PRIORITY_NAMES.get(row.priority, str(row.priority))
@@ -99,6 +101,7 @@ class QueueStats:
             )
         return {
             "by_status": by_status,
+            "by_type": counts_by_type(counts),
             "pending_by_priority": by_priority,
             "oldest_pending": self.engine.oldest_pending(owner=owner),
             "throughput": series,

@@ -19,6 +19,7 @@ from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import Code, JobSpec, QueueError
 from queuelog.queue.inputs import check_document, check_label, check_start_time
+from queuelog.queue.limits import running_of
 from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
 from queuelog.web import console, principal, queue
@@ -44,14 +45,14 @@ def _visible_job(job_id: int) -> JobRecord:
 @login_required
 def dashboard():
     overview = QueueStats(queue()).overview(owner=principal().owner_scope)
-    admin = principal().is_admin
+    admin = principal().is_admin  # an admin's overview counts every owner's jobs: the panels reuse them
     return render_template(
         "jobs/dashboard.html",
         overview=overview,
         chart=_chart(overview["throughput"]),
-        busiest=ConsoleStats(queue()).busiest() if admin else [],
+        busiest=ConsoleStats(queue()).busiest(overview["by_type"]) if admin else [],
         next_schedules=_next_schedules() if admin else [],
-        flow=flow_rows() if admin else [],
+        flow=flow_rows(running_of(overview["by_type"])) if admin else [],
     )
 
 

@@ -49,12 +49,9 @@ def running_text(running: int, limit: int | None) -> str:
     )
 
 
-def flow_rows() -> list[dict[str, Any]]:
-    """The limited types, by name, with their running jobs: the dashboard's "Flow control" (admins)."""
+def flow_rows(running: dict[str, int]) -> list[dict[str, Any]]:
+    """The limited types, by name, with their ``running`` jobs: the dashboard's "Flow control" (admins)."""
     limited = [t for t in queue().types.all() if is_limited(t)]
-    if not limited:
-        return []
-    running = running_by_type(queue().engine)
     return [
         {
             "name": t.name,
