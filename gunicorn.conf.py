@@ -1,49 +1,5 @@
-"""gunicorn settings for queuelog: `gunicorn -c gunicorn.conf.py 'queuelog:create_app()'`.
+"""gunicorn settings for queuelog in a checkout: `gunicorn -c gunicorn.conf.py 'queuelog:create_app()'`.
+They live in the package (queuelog/gunicorn_conf.py), where an installed wheel finds them as
+`gunicorn -c python:queuelog.gunicorn_conf`."""
 
-Each value can be overridden on the command line or through the environment variables named below.
-"""
-
-import multiprocessing
-import os
-import shutil
-import tempfile
-
-bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
-# gthread: each worker process serves several requests at once, so a long poll (up to 20 s) waits in one
-# thread while the others keep answering, and keep-alive connections are kept (the sync worker closes them).
-worker_class = "gthread"
-workers = int(os.environ.get("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count())))
-threads = int(os.environ.get("QUEUELOG_THREADS", "8"))  # keep QUEUELOG_DB_POOL_SIZE >= threads
-timeout = 60  # above the longest long poll (20 s)
-graceful_timeout = 30
-keepalive = 15
-accesslog = os.environ.get("QUEUELOG_ACCESS_LOG")  # "-" for stdout; unset: no access log
-errorlog = "-"
-
-# Prometheus counters from every worker process are added up at scrape time (see queuelog/metrics.py):
-# each process writes them to files in this folder, which must exist before the workers start.
-if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="queuelog-metrics-")
-    _made_metrics_dir = True
-else:
-    _made_metrics_dir = False
-
-
-def on_starting(server):
-    """Start from zero: files left by an earlier run of the server would be counted again."""
-    folder = os.environ["PROMETHEUS_MULTIPROC_DIR"]
-    os.makedirs(folder, exist_ok=True)
-    for name in os.listdir(folder):
-        if name.endswith(".db"):
-            os.unlink(os.path.join(folder, name))
-
-
-def child_exit(server, worker):
-    from prometheus_client import multiprocess
-
-    multiprocess.mark_process_dead(worker.pid)
-
-
-def on_exit(server):
-    if _made_metrics_dir:
-        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+from queuelog.gunicorn_conf import *  # noqa: F403

@@ -1,7 +1,7 @@
 """Prometheus metrics: counters and a claim-latency histogram kept by the queue layer, and gauges read
 from the database (the trigger-kept ``job_counts`` table, and the job types' limits) at scrape time.
 
-Under gunicorn, ``gunicorn.conf.py`` sets ``PROMETHEUS_MULTIPROC_DIR`` before any worker imports this
+Under gunicorn, its settings (queuelog/gunicorn_conf.py) set ``PROMETHEUS_MULTIPROC_DIR`` before any worker imports this
 module, so every process writes its counters to files in that folder and a scrape, whichever process
 answers it, adds them all up. Run outside gunicorn, the counters are this process's own.
 """
