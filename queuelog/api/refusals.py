@@ -20,6 +20,12 @@ class Wording(NamedTuple):
     words: Callable[[dict[str, Any]], str]  # the detail (or, for a field, the message) from the params
 
 
+def _name(p: dict[str, Any]) -> str:
+    """The name a request gave, quoted, and cut at 64 characters: a problem echoes no long path back."""
+    name = p["name"]
+    return repr(name if len(name) <= 64 else name[:64] + "…")
+
+
 def _state(verb: str, allowed: str) -> Callable[[dict[str, Any]], str]:
     return lambda p: f"job {p['job_id']} is {p['status']}; only {allowed} jobs can be {verb}"
 
@@ -70,9 +76,9 @@ TABLE: dict[Code, Wording] = {
     ),
     Code.OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be a number from {p['low']} to {p['high']}"),
     Code.TOO_LONG: Wording(*_INVALID, lambda p: f"must be at most {p['limit']} characters"),
-    Code.SCHEDULE_NOT_FOUND: Wording(404, "not-found", lambda p: f"schedule {p['name']!r} does not exist"),
+    Code.SCHEDULE_NOT_FOUND: Wording(404, "not-found", lambda p: f"schedule {_name(p)} does not exist"),
     Code.SCHEDULE_CHANGING: Wording(
-        409, "invalid-state", lambda p: f"schedule {p['name']!r} kept changing; try again"
+        409, "invalid-state", lambda p: f"schedule {_name(p)} kept changing; try again"
     ),
     Code.SCHEDULE_EXISTS: Wording(*_INVALID, lambda p: "a schedule with this name exists"),
     Code.BAD_SCHEDULE_NAME: Wording(
@@ -95,7 +101,7 @@ TABLE: dict[Code, Wording] = {
     Code.INTERVAL_OUT_OF_RANGE: Wording(*_INVALID, lambda p: f"must be an integer from 1 to {p['max']}"),
     Code.UNKNOWN_TIMEZONE: Wording(*_INVALID, lambda p: "is not an IANA time zone (e.g. Europe/Berlin)"),
     Code.BAD_MISSED_POLICY: Wording(*_INVALID, lambda p: f"must be {' or '.join(p['allowed'])}"),
-    Code.TYPE_NOT_FOUND: Wording(404, "not-found", lambda p: f"job type {p['name']!r} does not exist"),
+    Code.TYPE_NOT_FOUND: Wording(404, "not-found", lambda p: f"job type {_name(p)} does not exist"),
     Code.TYPE_EXISTS: Wording(*_INVALID, lambda p: "a job type with this name exists"),
     Code.BAD_TYPE_NAME: Wording(
         *_INVALID,

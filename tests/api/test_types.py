@@ -109,6 +109,8 @@ def test_an_unknown_type_is_404(admin):
         assert response.status_code == 404
         assert response.json["type"] == "/problems/not-found"
         assert response.json["detail"] == "job type 'nope' does not exist"
+    long = admin.get("/types/" + "x" * 3000)  # the detail quotes 64 characters, not the whole path
+    assert long.status_code == 404 and long.json["detail"] == f"job type '{'x' * 64}…' does not exist"
 
 
 @pytest.mark.parametrize("name", ["email%00", "%00", "a%00b", "email%ED%A0%80"])
