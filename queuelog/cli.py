@@ -40,6 +40,8 @@ _TYPE_WORDS = {
         " starting with a letter or digit"
     ),
     Code.TYPE_EXISTS: lambda p: f"type {p['name']!r} already exists",
+    Code.TOO_LONG: lambda p: f"--description: must be at most {p['limit']} characters",
+    Code.LONE_SURROGATE: lambda p: "--description: must be valid UTF-8",
 }
 
 

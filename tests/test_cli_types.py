@@ -149,3 +149,11 @@ def test_a_refused_new_type_is_one_line_and_adds_nothing(runner, queue, name, wo
     result = runner.invoke(args=["types", "add", "--", name])
     assert result.exit_code == 1 and result.stderr.startswith(words) and result.stderr.count("\n") == 1
     assert [t.name for t in queue.types.all()] == before
+
+
+def test_a_too_long_description_is_refused_by_the_command_line(runner, queue):
+    result = runner.invoke(args=["types", "add", "report", "--description", "x" * 2001])
+    assert (
+        result.exit_code == 1 and result.stderr == "Error: --description: must be at most 2000 characters\n"
+    )
+    assert "report" not in [t.name for t in queue.types.all()]

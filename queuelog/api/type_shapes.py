@@ -12,9 +12,7 @@ from queuelog.api.problems import invalid
 from queuelog.api.shapes import Field, Shape
 from queuelog.inputs import text_problem
 from queuelog.queue.limits import DEFAULT_PERIOD, MAX_CONCURRENCY, MAX_PERIOD, MAX_RATE
-from queuelog.queue.types import NAME_PATTERN
-
-MAX_DESCRIPTION = 2000  # the pages' limit too (web/forms.py)
+from queuelog.queue.types import MAX_DESCRIPTION, NAME_PATTERN
 
 
 def _storable(value: str, path: str) -> str:

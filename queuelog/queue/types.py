@@ -22,6 +22,7 @@ from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import AuditLog, JobType
 from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
+from queuelog.queue.inputs import check_storable
 from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
 from queuelog.refusals import Refused
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from queuelog.queue.spec import JobSpec
 
 NAME_MAX_LENGTH = 64
+MAX_DESCRIPTION = 2000  # characters
 NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
@@ -95,6 +97,13 @@ class SchemaRefused(Refused):
 
     def __init__(self, code: SchemaFault, message: str, **params: Any) -> None:
         super().__init__(code, message, field="payload_schema", **params)
+
+
+def _check_description(description: str) -> None:
+    """A type's description: at most ``MAX_DESCRIPTION`` characters the databases can store."""
+    if len(description) > MAX_DESCRIPTION:
+        raise JobValidationError(Code.TOO_LONG, field="description", limit=MAX_DESCRIPTION)
+    check_storable(description, "description")
 
 
 def schema_too_deep() -> SchemaRefused:
@@ -221,6 +230,7 @@ class JobTypeRules:
         ``check_schema`` refuses raises its ``SchemaRefused``."""
         if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):  # "$" alone lets "a\n" by
             raise JobValidationError(Code.BAD_TYPE_NAME, field="name", max_length=NAME_MAX_LENGTH)
+        _check_description(description)
         if schema is not None and (problem := check_schema(schema)) is not None:
             raise problem
         entry = AuditLog(actor=actor, action="type.create", target=name)
@@ -264,6 +274,8 @@ class JobTypeRules:
     def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
         if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
             raise JobTypeNotFound(name)
+        if "description" in changes:
+            _check_description(changes["description"])
         if (schema := changes.get("payload_schema")) is not None and (problem := check_schema(schema)):
             raise problem
         limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}

@@ -24,6 +24,7 @@ from wtforms.validators import (
     StopValidation,
 )
 
+from queuelog.queue.types import MAX_DESCRIPTION, NAME_MAX_LENGTH
 from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
@@ -129,8 +130,8 @@ class KeyCreateForm(FlaskForm):
 
 
 class JobTypeForm(FlaskForm):
-    name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
-    description = TextAreaField(_l("Description"), validators=[_length(high=2000)])
+    name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=NAME_MAX_LENGTH)])
+    description = TextAreaField(_l("Description"), validators=[_length(high=MAX_DESCRIPTION)])
     payload_schema = TextAreaField(_l("Payload JSON Schema (optional)"))
     enabled = BooleanField(_l("Enabled"), default=True)
 

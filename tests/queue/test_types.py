@@ -81,3 +81,22 @@ def test_change_audits_under_the_action_it_is_given(q):
         ("ada", "type.resume", "email", "paused: true -> false"),
         ("ada", "type.update", "email", "description changed"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("description", "code", "params"),
+    [
+        ("x" * 2001, Code.TOO_LONG, {"limit": 2000}),
+        ("a\x00b", Code.NUL_CHARACTER, {}),
+        ("a\udc80b", Code.LONE_SURROGATE, {}),
+    ],
+)
+def test_a_description_is_checked_for_every_face(q, description, code, params):
+    with pytest.raises(JobValidationError) as refused:
+        q.types.create("report", "ada", description)
+    assert (refused.value.code, refused.value.field, refused.value.params) == (code, "description", params)
+    with pytest.raises(JobValidationError):
+        q.types.change("email", "ada", description=description)
+    assert "report" not in type_names(q) and q.types.get("email").description == ""
+    assert audit_rows(q) == []
+    assert q.types.create("report", "ada", "x" * 2000).description == "x" * 2000
