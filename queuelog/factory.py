@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import click
 from flask import Flask, Request, render_template, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_babel import gettext as _
@@ -112,7 +113,7 @@ def register_extensions(app: Flask) -> None:
         # A database server may come up after the app, another process may hold SQLite's write lock for
         # long: serve, and let /healthz say 503 while the database cannot be reached.
         app.logger.warning("the database was not ready at start-up (%s); serving anyway", reason)
-    if (config["RETENTION"] or config["SCHEDULE_TICK"] > 0) and not app.testing:
+    if (config["RETENTION"] or config["SCHEDULE_TICK"] > 0) and not app.testing and _serving():
         from queuelog.maintenance import start_maintenance
 
         retention = parse_duration(config["RETENTION"]) if config["RETENTION"] else None
@@ -124,6 +125,14 @@ def register_extensions(app: Flask) -> None:
             schedules=app.extensions["queuelog"]["schedules"] if config["SCHEDULE_TICK"] > 0 else None,
             tick=config["SCHEDULE_TICK"],
         )
+
+
+def _serving() -> bool:
+    """Whether this process is one that serves: gunicorn or any WSGI server, or `flask run`. The other
+    `flask` commands (`db upgrade`, `types add`, `shell` ...) create the app to reach its database and
+    leave again: they start no maintenance thread (README, "How it behaves", Retention)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is None or ctx.find_root().invoked_subcommand == "run"
 
 
 def prepare_database(app: Flask, db: Database) -> None:

@@ -1,0 +1,53 @@
+"""Which processes start the maintenance thread (README, "How it behaves", Retention): a serving process
+does, a `flask` command other than `flask run` does not (it creates the app to reach the database and
+leaves again). Each runs in a fresh interpreter on a SQLite file of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+THREADS = "import threading; print(sorted(t.name for t in threading.enumerate()))"
+
+
+def _env(tmp_path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "QUEUELOG_DATABASE_URL": f"sqlite:///{tmp_path / 'queue.sqlite3'}",
+        "QUEUELOG_SECRET_KEY": "maintenance-test",
+        "QUEUELOG_INSTANCE_PATH": str(tmp_path / "instance"),
+        "QUEUELOG_ADMIN_PASSWORD": "admin-password-for-tests",
+        "QUEUELOG_RETENTION": "7d",
+    }
+
+
+def test_a_serving_process_starts_the_maintenance_thread(tmp_path):
+    code = f"from queuelog import create_app; app = create_app(); {THREADS}"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "queuelog-maintenance" in result.stdout
+
+
+def test_a_flask_command_starts_none(tmp_path):
+    # `flask shell` reads its commands from stdin when stdin is not a terminal.
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "shell"],
+        input=THREADS + "\n",
+        env=_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "'MainThread'" in result.stdout and "queuelog-maintenance" not in result.stdout
