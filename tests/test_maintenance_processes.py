@@ -24,10 +24,11 @@ def _env(tmp_path) -> dict[str, str]:
     }
 
 
-def test_a_serving_process_starts_the_maintenance_thread(tmp_path):
-    code = f"from queuelog import create_app; app = create_app(); {THREADS}"
+def _threads(tmp_path, *args: str, stdin: str | None = None) -> str:
+    """The names of the threads that ``python args`` prints (THREADS) after it made the app."""
     result = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *args],
+        input=stdin,
         env=_env(tmp_path),
         cwd=ROOT,
         capture_output=True,
@@ -35,19 +36,16 @@ def test_a_serving_process_starts_the_maintenance_thread(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "queuelog-maintenance" in result.stdout
+    assert "'MainThread'" in result.stdout, result.stdout
+    return result.stdout
+
+
+def test_a_serving_process_starts_the_maintenance_thread(tmp_path):
+    code = f"from queuelog import create_app; app = create_app(); {THREADS}"
+    assert "queuelog-maintenance" in _threads(tmp_path, "-c", code)
 
 
 def test_a_flask_command_starts_none(tmp_path):
     # `flask shell` reads its commands from stdin when stdin is not a terminal.
-    result = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "app", "shell"],
-        input=THREADS + "\n",
-        env=_env(tmp_path),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "'MainThread'" in result.stdout and "queuelog-maintenance" not in result.stdout
+    shell = _threads(tmp_path, "-m", "flask", "--app", "app", "shell", stdin=THREADS + "\n")
+    assert "queuelog-maintenance" not in shell
