@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuelog.api import answers, schemas
+from queuelog.api import answers, schedule_shapes, schemas
 from queuelog.api.openapi import JOB, _json, _op, _problem, _schema
 
 NAME = {
@@ -32,7 +32,7 @@ def schedule_paths() -> dict[str, Any]:
                     "201": _json("Created", _schema(answers.SCHEDULE), location),
                     "422": _problem("Invalid input (cron, interval_seconds, timezone, type, payload, name)"),
                 },
-                schemas.SCHEDULE_BODY,
+                schedule_shapes.SCHEDULE_BODY,
             ),
         },
         "/schedules/{name}": {
@@ -44,7 +44,7 @@ def schedule_paths() -> dict[str, Any]:
             "patch": _op(
                 "Change a schedule; pause or resume it with paused (admin)",
                 {"200": SCHEDULE, "404": NOT_FOUND},
-                schemas.SCHEDULE_PATCH,
+                schedule_shapes.SCHEDULE_PATCH,
                 [NAME],
             ),
             "delete": _op(

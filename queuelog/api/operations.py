@@ -15,6 +15,7 @@ from queuelog.api.base import (
 )
 from queuelog.api.openapi import document
 from queuelog.api.problems import ApiError
+from queuelog.api.schedule_shapes import REQUESTS as SCHEDULE_REQUESTS
 from queuelog.api.schemas import REQUESTS
 from queuelog.api.type_shapes import REQUESTS as TYPE_REQUESTS
 
@@ -60,7 +61,7 @@ def metrics_endpoint():
 def _prepare(state: BlueprintSetupState) -> None:
     """At start-up: compile the request shapes' validators (once per process), and write the OpenAPI
     document with this app's configured limits."""
-    for shape in (*REQUESTS, *TYPE_REQUESTS):
+    for shape in (*REQUESTS, *SCHEDULE_REQUESTS, *TYPE_REQUESTS):
         shape.validator  # noqa: B018 - compiled now rather than on the first request
     state.app.extensions["queuelog"]["openapi"] = document(state.app.config["QUEUELOG"])
 

@@ -10,7 +10,8 @@ from flask import current_app, g, url_for
 from queuelog.api.answers import SCHEDULE, SCHEDULE_LIST
 from queuelog.api.base import bp, job_json, json_response, requires
 from queuelog.api.render import json_text_response
-from queuelog.api.schemas import EMPTY_BODY, SCHEDULE_BODY, SCHEDULE_DEFAULTS, SCHEDULE_PATCH
+from queuelog.api.schedule_shapes import SCHEDULE_BODY, SCHEDULE_DEFAULTS, SCHEDULE_PATCH
+from queuelog.api.schemas import EMPTY_BODY
 from queuelog.api.validation import read_body
 from queuelog.models import Schedule
 from queuelog.queue.schedules import Schedules, ScheduleValues
