@@ -4,12 +4,7 @@ against each engine directly, with exact times; both must behave alike."""
 
 from __future__ import annotations
 
-import inspect
-
 from queuelog.engines import Unchanged
-from queuelog.engines.postgres import PostgresEngine
-from queuelog.engines.running import RunningOperations
-from queuelog.engines.sqlite import SQLiteEngine
 from tests.engines.conftest import NOW, count_jobs, later, new
 from tests.engines.test_conformance import FIXED, NO_WAIT, claim, history
 
@@ -17,15 +12,6 @@ from tests.engines.test_conformance import FIXED, NO_WAIT, claim, history
 def held_job(engine, worker="w1", *, lease=30, max_retries=3, owner="alice"):
     engine.insert(owner, [new(max_retries=max_retries)], NOW)
     return claim(engine, worker, lease=lease).jobs[0]
-
-
-def test_both_engines_offer_the_running_operations_with_the_same_signatures():
-    operations = [name for name in vars(RunningOperations) if not name.startswith("_")]
-    assert {"request_cancel", "cancel_held", "report_progress", "snooze"} <= set(operations)
-    for name in operations:
-        expected = inspect.signature(getattr(RunningOperations, name))
-        for cls in (SQLiteEngine, PostgresEngine):
-            assert inspect.signature(getattr(cls, name)) == expected, (cls.__name__, name)
 
 
 def test_a_cancel_request_is_recorded_once_on_a_running_job_only(engine):

@@ -3,16 +3,12 @@ directly (no app): the same answers on both, bounded windows, exact bulk counts,
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
 
 from queuelog.engines import Backoff
-from queuelog.engines.console import SearchOperations
-from queuelog.engines.postgres import PostgresEngine
 from queuelog.engines.records import JobSearch
-from queuelog.engines.sqlite import SQLiteEngine
 from tests.engines.conftest import NOW, count_jobs, later, new
 
 FIXED = Backoff(10, 100, lambda: 0.5)
@@ -20,15 +16,6 @@ FIXED = Backoff(10, 100, lambda: 0.5)
 
 def ids(page):
     return [job.id for job in page.jobs]
-
-
-def test_both_engines_offer_the_console_operations_with_the_same_signature():
-    operations = [name for name in vars(SearchOperations) if not name.startswith("_")]
-    assert set(operations) >= {"search", "count_matching", "newest_id", "bulk"}
-    for name in operations:
-        expected = inspect.signature(getattr(SearchOperations, name))
-        for cls in (SQLiteEngine, PostgresEngine):
-            assert inspect.signature(getattr(cls, name)) == expected, (cls.__name__, name)
 
 
 @pytest.fixture
