@@ -72,7 +72,7 @@ class Database:
         self._lock_fd: int | None = None
         database = self.url.database if self.dialect == "sqlite" else None
         self._lock_path = f"{database}.writer-lock" if database and database != ":memory:" else None
-        # SQLite's reads: one connection per thread, kept (see _read_cursor). Not for a memory database,
+        # SQLite's reads: one connection per thread, kept (cursor, _reader). Not for a memory database,
         # where each connection would be a database of its own.
         self._thread_readers = self._lock_path is not None
         self._readers = threading.local()
@@ -90,7 +90,8 @@ class Database:
 
     @contextmanager
     def cursor(self, *, write: bool = False, autocommit: bool = False) -> Iterator[Any]:
-        """A DB-API cursor for the queue layer's hot path (SQLite's writes: on the writer's connection).
+        """A DB-API cursor for the queue layer's hot path (SQLite's writes: on the writer's connection; its
+        reads: on a connection of the calling thread's own).
 
         With ``write=True`` the block is one transaction (``BEGIN IMMEDIATE`` on SQLite), committed when it
         ends without an error and rolled back otherwise. Skipping SQLAlchemy's result machinery here is
