@@ -72,6 +72,11 @@ class Database:
         self._lock_fd: int | None = None
         database = self.url.database if self.dialect == "sqlite" else None
         self._lock_path = f"{database}.writer-lock" if database and database != ":memory:" else None
+        # SQLite's reads: one connection per thread, kept (cursor, _reader). Not for a memory database,
+        # where each connection would be a database of its own.
+        self._thread_readers = self._lock_path is not None
+        self._readers = threading.local()
+        self._reader_generation = 0  # dispose() moves it on: every thread then opens a new reader
 
     def sql(self, statement: str) -> str:
         """``driver_sql`` for this database (the engines write each driver's own style instead)."""
@@ -85,7 +90,8 @@ class Database:
 
     @contextmanager
     def cursor(self, *, write: bool = False, autocommit: bool = False) -> Iterator[Any]:
-        """A DB-API cursor for the queue layer's hot path (SQLite's writes: on the writer's connection).
+        """A DB-API cursor for the queue layer's hot path (SQLite's writes: on the writer's connection; its
+        reads: on a connection of the calling thread's own).
 
         With ``write=True`` the block is one transaction (``BEGIN IMMEDIATE`` on SQLite), committed when it
         ends without an error and rolled back otherwise. Skipping SQLAlchemy's result machinery here is
@@ -136,8 +142,45 @@ class Database:
                     if fd is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
             return
+        if self._thread_readers and not write:
+            # SQLite's reads: on a connection of this thread's own that lives as long as the thread (no
+            # pool checkout and reset per read; the API key lookup of every request comes here). Its
+            # statements are each their own transaction (the driver's autocommit; nothing here says
+            # BEGIN), so a read sees every write committed before it started: a key revoked a moment ago
+            # is refused at once. The cursor is closed at the end of the block, so that no snapshot
+            # outlives it (WAL checkpoints). Flat, as the writer's block above.
+            dbapi_conn = self._reader()
+            cur = dbapi_conn.cursor()
+            try:
+                yield cur
+                if dbapi_conn.in_transaction:  # a block that began a transaction of its own
+                    dbapi_conn.commit()
+            except self._unavailable as exc:
+                _rollback(dbapi_conn)
+                raise DatabaseUnavailable(str(exc)) from exc
+            except BaseException:
+                _rollback(dbapi_conn)
+                raise
+            finally:
+                cur.close()
+            return
         with self._cursor(write=write, autocommit=autocommit) as cur:
             yield cur
+
+    def _reader(self) -> Any:
+        """This thread's reader, opened on first use, and again after a fork or a dispose(). It is made
+        by the pool (the same set-up as every connection) and detached from it: it is closed when its
+        thread ends, and does not count against the pool's size."""
+        readers = self._readers
+        key = (os.getpid(), self._reader_generation)
+        if getattr(readers, "key", None) != key:
+            old = getattr(readers, "conn", None)
+            if old is not None and readers.key[0] == key[0]:  # never close a parent's connection
+                old.close()
+            fairy = self.engine.raw_connection()
+            fairy.detach()
+            readers.conn, readers.key = fairy.dbapi_connection, key  # sqlite3's own connection
+        return readers.conn
 
     def _close_writer(self) -> None:
         conn, self._writer_conn, self._writer = self._writer_conn, None, None
@@ -188,6 +231,11 @@ class Database:
         """Close every pooled connection and the writer's (tests, forks)."""
         with self._sqlite_writer:
             self._close_writer()
+        self._reader_generation += 1  # other threads' readers are closed by their next read
+        old = getattr(self._readers, "conn", None)
+        if old is not None and self._readers.key[0] == os.getpid():
+            old.close()
+        self._readers.conn = self._readers.key = None
         self.engine.dispose()
 
     # -- schema -------------------------------------------------------------------------------------

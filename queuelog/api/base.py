@@ -127,11 +127,15 @@ MINIMAL = {"Preference-Applied": "return=minimal"}
 def wants_minimal() -> bool:
     """Whether the request says ``Prefer: return=minimal`` (RFC 7240): preferences are separated by commas,
     in one header or several, names and these values in any case, and the first ``return`` counts."""
-    for header in request.headers.getlist("Prefer"):
-        for preference in header.split(","):
-            name, _, value = preference.partition(";")[0].partition("=")
-            if name.strip().lower() == "return":
-                return value.strip().strip('"').lower() == "minimal"
+    # Straight from the WSGI environ: the server joins repeated headers into one value, with commas, and
+    # the headers' getlist would walk the whole environ to find it (this runs on every worker request).
+    header = request.environ.get("HTTP_PREFER")
+    if not header:
+        return False
+    for preference in header.split(","):
+        name, _, value = preference.partition(";")[0].partition("=")
+        if name.strip().lower() == "return":
+            return value.strip().strip('"').lower() == "minimal"
     return False
 
 
