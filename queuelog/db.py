@@ -9,7 +9,6 @@ with "database is locked" when a read transaction tries to become a write transa
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import re
 import threading
@@ -19,9 +18,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
+
+from queuelog.drivers import (
+    JSONB_OID,
+    DatabaseUnavailable,
+    DatabaseUnusable,
+    create_private_file,
+    is_conflict,
+    json_text_loader,
+    lock_file,
+    rollback_quietly,
+    sqlite_setup,
+)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _NAMED_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -45,7 +56,7 @@ class Database:
         self.dialect = self.url.get_backend_name()
         if self.dialect == "sqlite":
             try:
-                _create_private_file(self.url.database)
+                create_private_file(self.url.database)
             except OSError as exc:
                 raise DatabaseUnusable(
                     f"cannot use the database {self.url.database}: {exc.strerror}"
@@ -53,7 +64,7 @@ class Database:
             self.engine = create_engine(
                 self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
             )
-            _sqlite_setup(self.engine, busy_timeout_ms)
+            sqlite_setup(self.engine, busy_timeout_ms)
         elif self.dialect == "postgresql":
             # No pre-ping: it would add a round trip to every operation. A connection that died with the
             # server fails its next use once (503, which workers retry) and is dropped from the pool.
@@ -119,7 +130,7 @@ class Database:
                     self._writer_conn = self.engine.raw_connection()
                     self._writer = self._writer_conn.driver_connection
                     self._writer_pid = pid
-                    self._lock_fd = _lock_file(self._lock_path)
+                    self._lock_fd = lock_file(self._lock_path)
                 dbapi_conn, fd = self._writer, self._lock_fd
                 # A cursor per block, closed at its end: a statement left with rows unread would otherwise
                 # keep an old snapshot open after the commit, and hold back the WAL's checkpoints.
@@ -132,10 +143,10 @@ class Database:
                     if dbapi_conn.in_transaction:
                         dbapi_conn.commit()
                 except self._unavailable as exc:
-                    _rollback(dbapi_conn)
+                    rollback_quietly(dbapi_conn)
                     raise DatabaseUnavailable(str(exc)) from exc
                 except BaseException:
-                    _rollback(dbapi_conn)
+                    rollback_quietly(dbapi_conn)
                     raise
                 finally:
                     cur.close()
@@ -156,10 +167,10 @@ class Database:
                 if dbapi_conn.in_transaction:  # a block that began a transaction of its own
                     dbapi_conn.commit()
             except self._unavailable as exc:
-                _rollback(dbapi_conn)
+                rollback_quietly(dbapi_conn)
                 raise DatabaseUnavailable(str(exc)) from exc
             except BaseException:
-                _rollback(dbapi_conn)
+                rollback_quietly(dbapi_conn)
                 raise
             finally:
                 cur.close()
@@ -198,15 +209,15 @@ class Database:
                 dbapi_conn.autocommit = True
             cur = dbapi_conn.cursor()
             if self.dialect != "sqlite":  # SQLite's writes take the writer's connection (cursor)
-                cur.adapters.register_loader(_JSONB_OID, _json_text_loader())
+                cur.adapters.register_loader(JSONB_OID, json_text_loader())
             yield cur
             if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
                 dbapi_conn.commit()
         except self._unavailable as exc:
-            _rollback(dbapi_conn)
-            raise DatabaseUnavailable(str(exc), conflict=_is_conflict(exc)) from exc
+            rollback_quietly(dbapi_conn)
+            raise DatabaseUnavailable(str(exc), conflict=is_conflict(exc)) from exc
         except BaseException:
-            _rollback(dbapi_conn)
+            rollback_quietly(dbapi_conn)
             raise
         finally:
             if autocommit:
@@ -264,91 +275,3 @@ class Database:
         with self.engine.connect() as conn:
             current = set(MigrationContext.configure(conn).get_current_heads())
         return current == heads
-
-
-_JSONB_OID = 3802  # PostgreSQL's built-in jsonb type
-
-
-@functools.cache
-def _json_text_loader() -> type:
-    """psycopg's text loader (imported on first use: SQLite-only installs need no psycopg)."""
-    from psycopg.types.string import TextLoader
-
-    return TextLoader
-
-
-def _create_private_file(database: str | None) -> None:
-    """Create a new SQLite database file empty and 0600 (and its folder 0700) before SQLite opens it:
-    SQLite would make it 0644 under the usual umask, and gives its ``-wal`` and ``-shm`` files the database
-    file's mode. An existing file is left as it is."""
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    path = Path(database)
-    if not path.parent.is_dir():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-
-
-_lock_files: dict[tuple[str, int], int] = {}
-_lock_files_guard = threading.Lock()
-
-
-def _lock_file(path: str | None) -> int | None:
-    """This process's descriptor of the lock file at ``path``, opened on first use. Never one inherited
-    through a fork: flock belongs to the open file, so parent and child would share the lock."""
-    if path is None:
-        return None
-    with _lock_files_guard:
-        key = (path, os.getpid())
-        fd = _lock_files.get(key)
-        if fd is None:
-            fd = _lock_files[key] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        return fd
-
-
-class DatabaseUnusable(Exception):
-    """The configured database can never work as given (e.g. its folder cannot be made)."""
-
-
-class DatabaseUnavailable(Exception):
-    """The database could not be reached, or stayed locked past the busy timeout, or (``conflict``)
-    PostgreSQL rolled the transaction back to break a deadlock: then running it again is the cure."""
-
-    def __init__(self, message: str, *, conflict: bool = False):
-        super().__init__(message)
-        self.conflict = conflict
-
-
-def _is_conflict(exc: Exception) -> bool:
-    try:
-        from psycopg.errors import TransactionRollback  # deadlocks and serialization failures
-    except ImportError:
-        return False
-    return isinstance(exc, TransactionRollback)
-
-
-def _rollback(dbapi_conn) -> None:
-    try:
-        dbapi_conn.rollback()
-    except Exception:  # the connection may be gone; the pool will find out
-        pass
-
-
-def _sqlite_setup(engine: Engine, busy_timeout_ms: int) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        write = conn.get_execution_options().get("queuelog_write")
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

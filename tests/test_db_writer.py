@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from queuelog.db import Database, DatabaseUnavailable, _lock_file
+from queuelog.db import Database, DatabaseUnavailable
+from queuelog.drivers import lock_file
 
 
 @pytest.fixture
@@ -144,7 +145,7 @@ def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path
             os._exit(code)
     try:
         assert os.read(holding[0], 1) == b"x"
-        fd = _lock_file(db._lock_path)
+        fd = lock_file(db._lock_path)
         with pytest.raises(BlockingIOError):  # shared with the child, the lock would be granted here
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
