@@ -69,17 +69,19 @@ LOCK_LIMITED = {
 }
 # Paused types and types without room are passed over.
 _PICKED = {
-    typed: "SELECT id FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
+    typed: "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
     + (" AND type = ANY(%(types)s)" if typed else "")
     + " AND type NOT IN (SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1)"
     " ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
     for typed in (False, True)
 }
-PICK = {typed: f"WITH {_ROOM} {pick}" for typed, pick in _PICKED.items()}
+PICK = {typed: f"WITH {_ROOM} {pick.format(columns='id')}" for typed, pick in _PICKED.items()}
 # A batch takes at most a type's room of its jobs, in claim order, so it may bring fewer jobs than asked.
+# The pick brings what the numbering needs, so that the picked rows are not looked up again by id.
+_PICKED_COLUMNS = "id, type, priority, available_at"
 _WITHIN_ROOM = (
     "SELECT c.id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
-    " AS n FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM picked))) AS c LEFT JOIN room ON room.name = c.type"
+    " AS n FROM picked) AS c LEFT JOIN room ON room.name = c.type"
     " WHERE room.room IS NULL OR c.n <= room.room"
 )
 # The rate-limited types among the jobs taken spend one token per job from their refilled bucket. The
@@ -111,7 +113,7 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
 CLAIM = {
-    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, picked AS ({pick} FOR UPDATE SKIP LOCKED),"
+    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, picked AS ({pick.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
