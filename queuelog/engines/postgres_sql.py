@@ -113,7 +113,8 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
 CLAIM = {
-    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, picked AS ({pick.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
+    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM},"
+    f" picked AS ({pick.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
