@@ -81,7 +81,7 @@ def retry_aborted(method: F) -> F:
 
 
 # After retry_aborted, which the running jobs' operations use too.
-from queuelog.engines.postgres_running import EXPIRE_CANCELLED, PostgresRunning  # noqa: E402
+from queuelog.engines.postgres_running import EXPIRE_CANCELLED, SETTLE_AND_LOCK, PostgresRunning  # noqa: E402
 
 
 def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
@@ -175,14 +175,14 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         lock = LOCK_LIMITED[bool(types)]
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
-            # First, at the same time, the leases of jobs whose cancellation was requested: these end
-            # cancelled, not retried. Then the claim's transaction: the limited types' rows locked, then
-            # the claim, whose snapshot is taken under the lock (docs/flow-control.md). Pipelined, so that
-            # the claim stays one round trip; BEGIN and COMMIT by hand, which costs less than psycopg's
-            # transaction blocks (an error leaves the transaction to the cursor's rollback).
+            # The claim's transaction. Its first statement settles, at the same time as the claim, the
+            # expired leases of jobs whose cancellation was requested (these end cancelled, not retried)
+            # and locks the limited types' rows; then the claim, whose snapshot is taken under the lock
+            # (docs/flow-control.md). Pipelined, so that the claim stays one round trip; BEGIN and COMMIT
+            # by hand, which costs less than psycopg's transaction blocks (an error leaves the transaction
+            # to the cursor's rollback). One statement fewer is worth about 0.1 ms of client CPU.
             with conn.pipeline():
-                conn.execute(EXPIRE_CANCELLED, {"now": now})
-                tagged = _claim_under_lock(conn, cur, lock, statement, params)
+                tagged = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params)
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
             if len(rows) < limit and any(job.status == "pending" for job in expired):

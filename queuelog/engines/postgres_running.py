@@ -12,6 +12,7 @@ from typing import Any
 
 from queuelog.engines.base import JOB_COLUMNS, JobRecord
 from queuelog.engines.postgres import retry_aborted
+from queuelog.engines.postgres_sql import LOCK_LIMITED
 from queuelog.engines.records import Unchanged
 
 _HOLDER = "id = %(id)s AND status = 'running' AND worker_id = %(worker)s AND lease_token = %(token)s"
@@ -37,11 +38,15 @@ CANCEL_HELD = (
 )
 # Run just before expired leases are settled (EXPIRE, CLAIM), with the same time: a job nobody stopped
 # after its cancellation was requested is not retried.
-EXPIRE_CANCELLED = (
+_SETTLE_CANCELLED = (
     f"WITH x AS (UPDATE jobs SET {_END_CANCELLED} WHERE status = 'running' AND lease_expires_at < %(now)s"
     f" AND {_CANCELLING} RETURNING {JOB_COLUMNS}),"
-    f" xe AS ({_EVENT}'cancelled', 'system', retry_count + 1, NULL FROM x) SELECT {JOB_COLUMNS} FROM x"
+    f" xe AS ({_EVENT}'cancelled', 'system', retry_count + 1, NULL FROM x)"
 )
+EXPIRE_CANCELLED = f"{_SETTLE_CANCELLED} SELECT {JOB_COLUMNS} FROM x"
+# The claim's first statement: the same, and the limited types' rows locked (LOCK_LIMITED), in one
+# statement of the claim's transaction; the claim statement that follows sees both (docs/flow-control.md).
+SETTLE_AND_LOCK = {typed: f"{_SETTLE_CANCELLED} {lock}" for typed, lock in LOCK_LIMITED.items()}
 # greatest(): with app servers whose clocks differ a little, a report still counts for its attempt.
 PROGRESS = (
     "UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s, progress_percent = %(percent)s,"

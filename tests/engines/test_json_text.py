@@ -46,3 +46,26 @@ def test_job_type_schemas_still_read_as_canonical_json(db, engine):
     [row] = [row for row in engine.job_types() if row.name == "mail"]
     assert json.loads(row.payload_schema) == schema
     assert row.payload_schema == json.dumps(schema, sort_keys=True) or db.dialect == "sqlite"
+
+
+def test_a_batch_completion_keeps_odd_results_and_odd_tokens_apart(engine):
+    """Every item arrives whole, whatever its characters: a token with array or JSON syntax in it is
+    only a wrong token, and a result with quotes and backslashes is stored as it was sent."""
+    engine.insert("alice", [new(payload={"n": n}) for n in range(4)], NOW)
+    a, b, c, d = engine.claim("w", now=NOW, lease_seconds=30, limit=4, types=None, backoff=Backoff(0, 0)).jobs
+    result = json.dumps(ODD, ensure_ascii=False, separators=(",", ":"))
+    odd_tokens = ['x","' + b.lease_token, "NULL", '\\"},{' + c.lease_token]
+    done = engine.complete_many(
+        "w",
+        [
+            (a.id, a.lease_token, result),
+            *((job.id, token, None) for job, token in zip((b, c, d), odd_tokens, strict=True)),
+        ],
+        now=NOW,
+    )
+    assert json.loads(done[0].result) == ODD and done[0].result == engine.get(a.id).result
+    assert [type(outcome).__name__ for outcome in done[1:]] == ["Unchanged"] * 3
+    assert [engine.get(job.id).status for job in (b, c, d)] == ["running"] * 3
+    tricky = json.dumps({"p": '\\"},{', "q": "NULL"})  # results are objects (the API's contract)
+    again = engine.complete_many("w", [(job.id, job.lease_token, tricky) for job in (b, c, d)], now=NOW)
+    assert [json.loads(job.result) for job in again] == [{"p": '\\"},{', "q": "NULL"}] * 3
