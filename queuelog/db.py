@@ -122,8 +122,7 @@ class Database:
             # workers). Left to SQLite's busy handler, waiting writers poll with sleeps of 1 ms and up.
             # Writes have one connection of their own, kept for the life of the process: no pool checkout
             # and reset per write, and its page cache stays valid from one write to the next, since no other
-            # connection of this process writes in between (README, Performance). One flat block: this runs
-            # for every enqueue, claim and completion.
+            # connection of this process writes in between (README, Performance).
             with self._sqlite_writer:
                 pid = os.getpid()
                 if self._writer_pid != pid:  # a connection never crosses a fork: a child opens its own
@@ -131,25 +130,13 @@ class Database:
                     self._writer = self._writer_conn.driver_connection
                     self._writer_pid = pid
                     self._lock_fd = lock_file(self._lock_path)
-                dbapi_conn, fd = self._writer, self._lock_fd
-                # A cursor per block, closed at its end: a statement left with rows unread would otherwise
-                # keep an old snapshot open after the commit, and hold back the WAL's checkpoints.
-                cur = dbapi_conn.cursor()
+                fd = self._lock_fd
                 if fd is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
-                    cur.execute("BEGIN IMMEDIATE")
-                    yield cur
-                    if dbapi_conn.in_transaction:
-                        dbapi_conn.commit()
-                except self._unavailable as exc:
-                    rollback_quietly(dbapi_conn)
-                    raise DatabaseUnavailable(str(exc)) from exc
-                except BaseException:
-                    rollback_quietly(dbapi_conn)
-                    raise
+                    with self._sqlite_block(self._writer, "BEGIN IMMEDIATE") as cur:
+                        yield cur
                 finally:
-                    cur.close()
                     if fd is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
             return
@@ -158,25 +145,35 @@ class Database:
             # pool checkout and reset per read; the API key lookup of every request comes here). Its
             # statements are each their own transaction (the driver's autocommit; nothing here says
             # BEGIN), so a read sees every write committed before it started: a key revoked a moment ago
-            # is refused at once. The cursor is closed at the end of the block, so that no snapshot
-            # outlives it (WAL checkpoints). Flat, as the writer's block above.
-            dbapi_conn = self._reader()
-            cur = dbapi_conn.cursor()
-            try:
+            # is refused at once.
+            with self._sqlite_block(self._reader(), None) as cur:
                 yield cur
-                if dbapi_conn.in_transaction:  # a block that began a transaction of its own
-                    dbapi_conn.commit()
-            except self._unavailable as exc:
-                rollback_quietly(dbapi_conn)
-                raise DatabaseUnavailable(str(exc)) from exc
-            except BaseException:
-                rollback_quietly(dbapi_conn)
-                raise
-            finally:
-                cur.close()
             return
         with self._cursor(write=write, autocommit=autocommit) as cur:
             yield cur
+
+    @contextmanager
+    def _sqlite_block(self, dbapi_conn: Any, begin: str | None) -> Iterator[Any]:
+        """One block of SQLite statements on ``dbapi_conn`` (the writer's or a thread's reader): ``begin``
+        first, if any; committed when the block ends without an error (a reader's too, if the block began
+        a transaction of its own), rolled back otherwise. A cursor per block, closed at its end: a
+        statement left with rows unread would otherwise keep an old snapshot open after the commit, and
+        hold back the WAL's checkpoints."""
+        cur = dbapi_conn.cursor()
+        try:
+            if begin is not None:
+                cur.execute(begin)
+            yield cur
+            if dbapi_conn.in_transaction:
+                dbapi_conn.commit()
+        except self._unavailable as exc:
+            rollback_quietly(dbapi_conn)
+            raise DatabaseUnavailable(str(exc)) from exc
+        except BaseException:
+            rollback_quietly(dbapi_conn)
+            raise
+        finally:
+            cur.close()
 
     def _reader(self) -> Any:
         """This thread's reader, opened on first use, and again after a fork or a dispose(). It is made

@@ -414,3 +414,22 @@ def admin_browser(app) -> Browser:
     b = Browser(app.test_client())
     assert b.login("admin", ADMIN_PASSWORD).status_code == 302
     return b
+
+
+def in_child(work) -> bytes:
+    """Fork, run ``work()`` in the child and return the bytes it returned (the child must exit 0)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.write(write, work())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    answer = os.read(read, 16)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return answer

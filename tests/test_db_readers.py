@@ -12,6 +12,7 @@ import pytest
 
 from queuelog.auth import authenticate_key, create_key, revoke_key
 from queuelog.db import Database, DatabaseUnavailable
+from tests.conftest import in_child
 
 
 @pytest.fixture
@@ -95,22 +96,12 @@ def test_a_forked_child_reads_through_a_connection_of_its_own(db):
     with db.cursor(write=True) as cur:
         cur.execute("INSERT INTO t VALUES (1)")
     parent, _ = _read(db)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report whether it got a new connection, and what it read
-        code = 1
-        try:
-            conn, values = _read(db)
-            os.write(write, b"new" if conn is not parent and values == [1] else b"same")
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    answer = os.read(read, 16)
-    os.close(read)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert answer == b"new"
+
+    def child() -> bytes:  # whether it got a new connection, and what it read
+        conn, values = _read(db)
+        return b"new" if conn is not parent and values == [1] else b"same"
+
+    assert in_child(child) == b"new"
     assert _read(db) == (parent, [1])
 
 

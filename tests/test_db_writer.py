@@ -13,6 +13,7 @@ import pytest
 
 from queuelog.db import Database, DatabaseUnavailable
 from queuelog.drivers import lock_file
+from tests.conftest import in_child
 
 
 @pytest.fixture
@@ -91,24 +92,14 @@ def test_a_forked_child_writes_through_a_connection_of_its_own(db):
     with db.cursor(write=True) as cur:
         parent = cur.connection
         cur.execute("INSERT INTO t VALUES (1)")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report whether it got a new connection, and write through it
-        code = 1
-        try:
-            with db.cursor(write=True) as cur:
-                fresh = cur.connection is not parent
-                cur.execute("INSERT INTO t VALUES (2)")
-            os.write(write, b"new" if fresh else b"same")
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    answer = os.read(read, 16)
-    os.close(read)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert answer == b"new"
+
+    def child() -> bytes:  # whether it got a new connection; it writes through it
+        with db.cursor(write=True) as cur:
+            fresh = cur.connection is not parent
+            cur.execute("INSERT INTO t VALUES (2)")
+        return b"new" if fresh else b"same"
+
+    assert in_child(child) == b"new"
     with db.cursor(write=True) as cur:
         assert cur.connection is parent
         cur.execute("INSERT INTO t VALUES (3)")
