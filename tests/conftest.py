@@ -433,3 +433,13 @@ def in_child(work) -> bytes:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     return answer
+
+
+def table_database(folder: Path):
+    """A bare ``Database`` on a new SQLite file with one table ``t (n INTEGER UNIQUE)``, disposed after
+    (the tests of db.py's writer and readers: ``yield from`` it in a fixture)."""
+    database = Database(f"sqlite:///{folder / 'table.sqlite3'}")
+    with database.cursor(write=True) as cur:
+        cur.execute("CREATE TABLE t (n INTEGER NOT NULL UNIQUE)")
+    yield database
+    database.dispose()

@@ -12,16 +12,12 @@ import pytest
 
 from queuelog.auth import authenticate_key, create_key, revoke_key
 from queuelog.db import Database, DatabaseUnavailable
-from tests.conftest import in_child
+from tests.conftest import in_child, table_database
 
 
 @pytest.fixture
 def db(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'r.sqlite3'}")
-    with database.cursor(write=True) as cur:
-        cur.execute("CREATE TABLE t (n INTEGER NOT NULL UNIQUE)")
-    yield database
-    database.dispose()
+    yield from table_database(tmp_path)
 
 
 def _read(db: Database) -> tuple[sqlite3.Connection, list[int]]:
@@ -42,9 +38,9 @@ def test_reads_reuse_the_threads_connection_and_other_threads_have_their_own(db)
     assert seen[0] is not first
 
 
-def test_a_read_sees_every_write_committed_before_it_by_any_connection(db, tmp_path):
+def test_a_read_sees_every_write_committed_before_it_by_any_connection(db):
     assert _read(db)[1] == []
-    other = sqlite3.connect(tmp_path / "r.sqlite3", isolation_level=None)  # another process, say
+    other = sqlite3.connect(db.url.database, isolation_level=None)  # another process, say
     other.execute("INSERT INTO t VALUES (1)")
     assert _read(db)[1] == [1]
     with db.cursor(write=True) as cur:
@@ -66,12 +62,12 @@ def test_a_key_revoked_elsewhere_is_refused_at_the_next_request(tmp_path):
     admin_db.dispose()
 
 
-def test_a_read_that_leaves_rows_unread_holds_no_snapshot_after_it(db, tmp_path):
+def test_a_read_that_leaves_rows_unread_holds_no_snapshot_after_it(db):
     with db.cursor(write=True) as cur:
         cur.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(5)])
     with db.cursor() as cur:
         cur.execute("SELECT n FROM t").fetchone()  # four rows left unread
-    other = sqlite3.connect(tmp_path / "r.sqlite3", isolation_level=None)
+    other = sqlite3.connect(db.url.database, isolation_level=None)
     other.execute("INSERT INTO t VALUES (9)")
     busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     other.close()

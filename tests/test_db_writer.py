@@ -13,16 +13,12 @@ import pytest
 
 from queuelog.db import Database, DatabaseUnavailable
 from queuelog.drivers import lock_file
-from tests.conftest import in_child
+from tests.conftest import in_child, table_database
 
 
 @pytest.fixture
 def db(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'w.sqlite3'}")
-    with database.cursor(write=True) as cur:
-        cur.execute("CREATE TABLE t (n INTEGER NOT NULL UNIQUE)")
-    yield database
-    database.dispose()
+    yield from table_database(tmp_path)
 
 
 def _values(db: Database) -> list[int]:
@@ -119,7 +115,7 @@ def test_dispose_closes_the_writer_and_the_next_write_opens_another(db):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path):
+def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db):
     with db.cursor(write=True) as cur:  # the parent opens its lock file before the fork
         cur.execute("INSERT INTO t VALUES (1)")
     holding, release = os.pipe(), os.pipe()
@@ -146,12 +142,12 @@ def test_a_forked_child_holding_the_write_lock_keeps_its_parent_out(db, tmp_path
     assert _values(db) == [1, 2]
 
 
-def test_a_block_that_leaves_rows_unread_holds_no_snapshot_after_it(db, tmp_path):
+def test_a_block_that_leaves_rows_unread_holds_no_snapshot_after_it(db):
     with db.cursor(write=True) as cur:
         cur.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(5)])
     with db.cursor(write=True) as cur:
         cur.execute("SELECT n FROM t").fetchone()  # four rows left unread
-    other = sqlite3.connect(tmp_path / "w.sqlite3", isolation_level=None)
+    other = sqlite3.connect(db.url.database, isolation_level=None)
     other.execute("INSERT INTO t VALUES (9)")
     busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     other.close()

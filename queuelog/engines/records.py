@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from queuelog.models import STATUSES
+
 if TYPE_CHECKING:
     from queuelog.engines.base import JobRecord
 
@@ -77,8 +79,6 @@ class CountRow(NamedTuple):
 
 def counts_by_type(rows: Iterable[CountRow]) -> dict[str, dict[str, int]]:
     """The counts as ``{type: {status: n}}``, every status present (0 when none)."""
-    from queuelog.models import STATUSES
-
     by_type: dict[str, dict[str, int]] = {}
     for row in rows:
         statuses = by_type.setdefault(row.type, dict.fromkeys(STATUSES, 0))

@@ -99,11 +99,16 @@ class SchemaRefused(Refused):
         super().__init__(code, message, field="payload_schema", **params)
 
 
-def _check_description(description: str) -> None:
-    """A type's description: at most ``MAX_DESCRIPTION`` characters the databases can store."""
-    if len(description) > MAX_DESCRIPTION:
-        raise JobValidationError(Code.TOO_LONG, field="description", limit=MAX_DESCRIPTION)
-    check_storable(description, "description")
+def _check_settings(settings: dict[str, Any]) -> None:
+    """The ``description`` and ``payload_schema`` among a type's settings, when given: a description of at
+    most ``MAX_DESCRIPTION`` characters the databases can store, a schema ``check_schema`` accepts."""
+    description = settings.get("description")
+    if description is not None:
+        if len(description) > MAX_DESCRIPTION:
+            raise JobValidationError(Code.TOO_LONG, field="description", limit=MAX_DESCRIPTION)
+        check_storable(description, "description")
+    if (schema := settings.get("payload_schema")) is not None and (problem := check_schema(schema)):
+        raise problem
 
 
 def schema_too_deep() -> SchemaRefused:
@@ -230,9 +235,7 @@ class JobTypeRules:
         ``check_schema`` refuses raises its ``SchemaRefused``."""
         if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):  # "$" alone lets "a\n" by
             raise JobValidationError(Code.BAD_TYPE_NAME, field="name", max_length=NAME_MAX_LENGTH)
-        _check_description(description)
-        if schema is not None and (problem := check_schema(schema)) is not None:
-            raise problem
+        _check_settings({"description": description, "payload_schema": schema})
         entry = AuditLog(actor=actor, action="type.create", target=name)
         try:
             return self.add(name, description, schema, audit=entry)
@@ -274,10 +277,7 @@ class JobTypeRules:
     def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
         if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
             raise JobTypeNotFound(name)
-        if "description" in changes:
-            _check_description(changes["description"])
-        if (schema := changes.get("payload_schema")) is not None and (problem := check_schema(schema)):
-            raise problem
+        _check_settings(changes)
         limits = {key: changes.pop(key) for key in LIMIT_FIELDS if key in changes}
 
         def settled(current: JobType) -> dict[str, Any]:

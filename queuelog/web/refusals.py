@@ -7,6 +7,7 @@ show the translation for that code beside the field it blames, never an exceptio
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -120,6 +121,15 @@ def _values(exc: Refused) -> dict[str, Any]:
         if isinstance(values.get(name), int):
             values[name] = format_decimal(values[name])
     return values
+
+
+def show_beside_fields(form: Any, refusals: Iterable[Refused], fallback: Any) -> None:
+    """Each refusal in the page's language, beside the form field it names (``fallback`` when it names
+    none of the form's)."""
+    for refusal in refusals:
+        name = form_field(refusal)
+        field = form[name] if name is not None and name in form else fallback
+        field.errors.append(refusal_text(refusal))
 
 
 def form_field(exc: Refused) -> str | None:

@@ -4,6 +4,7 @@ delete. A "Preview" submit shows the next five fire times before saving, without
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from queuelog.queue.inputs import check_document
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues, timing_refusals
 from queuelog.web import admin_required, queue
 from queuelog.web.forms import ConfirmForm, ScheduleForm
-from queuelog.web.refusals import form_field, refusal_text
+from queuelog.web.refusals import refusal_text, show_beside_fields
 
 bp = Blueprint("web_schedules", __name__, url_prefix="/admin")
 
@@ -59,12 +60,9 @@ def _values(form: ScheduleForm, name: str) -> ScheduleValues | None:
     )  # fmt: skip
 
 
-def _show_errors(form: ScheduleForm, refusals: list[QueueError]) -> None:
-    """Each refusal in the page's language, beside the field it names (the payload's if none of the form's)."""
-    for refusal in refusals:
-        name = form_field(refusal)
-        field = form[name] if name is not None and name in form else form.payload
-        field.errors.append(refusal_text(refusal))
+def _show_errors(form: ScheduleForm, refusals: Iterable[QueueError]) -> None:
+    """Each refusal beside the field it names (the payload's if none of the form's)."""
+    show_beside_fields(form, refusals, form.payload)
 
 
 def _preview(form: ScheduleForm) -> list[datetime] | None:

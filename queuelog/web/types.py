@@ -17,11 +17,10 @@ from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.limits import DEFAULT_PERIOD, LIMIT_FIELDS, is_limited, running_by_type
 from queuelog.queue.types import SchemaRefused, schema_too_deep
-from queuelog.refusals import Refused
 from queuelog.web import admin_required, queue
 from queuelog.web.admin import bp
 from queuelog.web.forms import ConfirmForm, JobTypeEditForm, JobTypeForm
-from queuelog.web.refusals import refusal_text
+from queuelog.web.refusals import refusal_text, show_beside_fields
 
 _WHOLE = re.compile(r"^-?[0-9]{1,12}$")
 
@@ -78,12 +77,6 @@ def _schema_from(form: JobTypeForm):
     return None, False
 
 
-def _refused(form: Any, exc: Refused) -> None:
-    """Each refusal of a change beside the field it blames."""
-    for refusal in each_refusal(exc):
-        form[refusal.field].errors.append(refusal_text(refusal))
-
-
 @bp.route("/types", methods=["GET", "POST"])
 @admin_required
 def types():
@@ -95,7 +88,7 @@ def types():
             try:
                 queue().types.create(name, current_user.username, form.description.data or "", schema)
             except (QueueError, SchemaRefused) as exc:
-                _refused(form, exc)
+                show_beside_fields(form, each_refusal(exc), form.name)
             else:
                 flash(_("Job type %(name)s added.", name=name), "success")
                 return redirect(url_for("web_admin.types"))
@@ -154,7 +147,7 @@ def type_edit(name: str):
             except LookupError:
                 abort(404)
             except (QueueError, SchemaRefused) as exc:
-                _refused(form, exc)
+                show_beside_fields(form, each_refusal(exc), form.name)
             else:
                 flash(_("Job type %(name)s saved.", name=name), "success")
                 return redirect(url_for("web_admin.types"))
