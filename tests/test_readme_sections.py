@@ -1,22 +1,35 @@
-"""The README's examples outside the walkthrough ("Schedules (periodic jobs)", "Running jobs: cancel,
-progress, snooze", "Flow control (concurrency and rate limits)"), each run as written against a live server on a new SQLite instance, in a folder laid
-out like the checkout (the way tests/test_readme.py runs the walkthrough)."""
+"""Helpers that run the examples of the README and of the docs pages as written, against a live server on a
+new SQLite instance, in a folder laid out like the checkout (the way tests/test_readme.py runs the
+walkthrough); and the check that every ``sh`` block of the README is run by a test."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
+from pathlib import Path
 
 from tests.conftest import ROOT, LiveServer
-from tests.test_readme import checkout, run_bash  # noqa: F401 - checkout is a fixture
+from tests.test_readme import HEADING, checkout, run_bash, walkthrough_blocks  # noqa: F401 - checkout is a fixture
+
+README = ROOT / "README.md"
+SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.S | re.M)
 
 
-def example_block(heading: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"\n{heading}\n")
-    end = text.index("\n## ", start + len(heading) + 2)
-    [block] = re.findall(r"^```sh\n(.*?)^```$", text[start:end], re.S | re.M)
+def example_block(heading: str, path: Path = README) -> str:
+    """The one ``sh`` block of the section under ``heading`` (up to the next heading of its level or above;
+    a ``#`` comment inside a code block is no heading)."""
+    lines = path.read_text().split("\n")
+    start = lines.index(heading)
+    level = len(heading.split(" ", 1)[0])
+    end, fenced = len(lines), False
+    for number in range(start + 1, len(lines)):
+        line = lines[number]
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", line):
+            end = number
+            break
+    [block] = SH_BLOCK.findall("\n".join(lines[start:end]) + "\n")
     return block
 
 
@@ -37,64 +50,11 @@ def run_block(block: str, checkout, tmp_path, *, threads: int = 4, run: str | No
     return result
 
 
-def run_example(heading: str, checkout, tmp_path):  # noqa: F811 - the fixture
-    return run_block(example_block(heading), checkout, tmp_path).stdout
-
-
-def test_the_schedules_example_runs_as_written(checkout, tmp_path):  # noqa: F811 - the fixture
-    out = run_example("## Schedules (periodic jobs)", checkout, tmp_path)
-    assert "added schedule weekday-report-42 (next " in out
-    assert '"name": "sync-42"' in out and '"interval_seconds": 600' in out and '"missed": "skip"' in out
-    assert '"status": 422' in out and '"field": "cron"' in out
-    lines = out.splitlines()
-    assert "schedule:sync-42" in lines and "True" in lines
-    assert re.search(r"^sync-42\s+paused\s+every 600s", out, re.M)
-    assert lines[-1] == "204"
-
-
-def test_the_running_jobs_example_runs_as_written(checkout, tmp_path):  # noqa: F811 - the fixture
-    out = run_example("## Running jobs: cancel, progress, snooze", checkout, tmp_path)
-    lines = out.splitlines()
-    progressed = json.loads(lines[0])
-    assert (progressed["status"], progressed["progress"], progressed["progress_message"]) == (
-        "running",
-        40,
-        "page 4 of 10",
-    )
-    assert progressed["cancel_requested"] is False
-    asked = json.loads(lines[1])
-    assert asked["status"] == "running" and asked["cancel_requested"] is True and lines[2] == "202"
-    assert lines[3:5] == ["True", "cancelled"]
-    events = [e["event"] for e in json.loads(lines[5])["events"]]
-    assert events == ["enqueued", "claimed", "cancel_requested", "cancelled"]
-    snoozed = json.loads(lines[6])
-    assert (snoozed["status"], snoozed["retry_count"], snoozed["snooze_count"]) == ("pending", 0, 1)
-
-
-def test_the_flow_control_example_runs_as_written(checkout, tmp_path):  # noqa: F811 - the fixture
-    out = run_example("## Flow control (concurrency and rate limits)", checkout, tmp_path)
-    lines = out.splitlines()
-    assert lines[:2] == [
-        "limited type pdf: concurrency 4, rate -",
-        "limited type email: concurrency -, rate 100/m",
-    ]
-    changed = json.loads(lines[2])
-    assert {k: changed[k] for k in ("name", "concurrency_limit", "rate_limit", "rate_period", "running")} == {
-        "name": "sync", "concurrency_limit": 2, "rate_limit": 10, "rate_period": 30, "running": 0,
-    }  # fmt: skip
-    refused = json.loads(lines[3])
-    assert refused["status"] == 422 and refused["type"] == "/problems/validation-failed"
-    assert refused["errors"] == [
-        {"field": "concurrency_limit", "message": "must be an integer from 1 to 10000"}
-    ]
-    assert lines[4] == "2"  # the 422 saved nothing
-    assert lines[5:8] == [
-        "email\tenabled\t-\t\t-\t100/m",
-        "pdf\tenabled\t-\t\t4\t-",
-        "sync\tenabled\t-\t\t2\t10/30s",
-    ]
-    assert lines[8:] == [
-        "limited type pdf: concurrency -, rate -",
-        "limited type email: concurrency -, rate -",
-        "None",
-    ]
+def test_every_sh_block_of_the_readme_is_run():
+    """The README's shell blocks are the Quick start's (CI runs both commands: .ci/run) and the walkthrough's
+    (tests/test_readme.py); an example added anywhere else would run nowhere, so it belongs in docs/."""
+    blocks = SH_BLOCK.findall(README.read_text())
+    quick_start = example_block("## Quick start")
+    assert "flask --app app run" in quick_start and ".venv/bin/pytest" in quick_start
+    assert blocks == [quick_start, *walkthrough_blocks()]
+    assert HEADING in README.read_text()
