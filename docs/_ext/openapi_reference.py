@@ -85,9 +85,16 @@ def describe_type(schema: dict[str, Any]) -> str:
         if "format" in schema:
             words += f" ({schema['format']})"
     bounds = []
-    for key, word in (("minLength", "length ≥"), ("maxLength", "length ≤"), ("minimum", "≥"), ("maximum", "≤")):
+    for key, word in (
+        ("minLength", "length ≥"),
+        ("maxLength", "length ≤"),
+        ("minimum", "≥"),
+        ("maximum", "≤"),
+    ):
         if key in schema:
-            bounds.append(f"{word} {schema[key]:,}" if isinstance(schema[key], int) else f"{word} {schema[key]}")
+            bounds.append(
+                f"{word} {schema[key]:,}" if isinstance(schema[key], int) else f"{word} {schema[key]}"
+            )
     for key, word in (("minItems", "items ≥"), ("maxItems", "items ≤")):
         if key in schema:
             bounds.append(f"{word} {schema[key]:,}")
@@ -105,7 +112,9 @@ def fields_table(schema: dict[str, Any]) -> list[str]:
     lines = ["| field | type | required | description |", "| --- | --- | --- | --- |"]
     for name, prop in properties.items():
         yes = "yes" if name in required else ""
-        lines.append(f"| `{name}` | {cell(describe_type(prop))} | {yes} | {cell(prop.get('description', ''))} |")
+        lines.append(
+            f"| `{name}` | {cell(describe_type(prop))} | {yes} | {cell(prop.get('description', ''))} |"
+        )
     return lines
 
 

@@ -1,0 +1,137 @@
+"""The docs cannot drift from the code (docs/development.md, "The documentation"): the settings table
+against ``queuelog/config.py``, the numbers the pages quote against the constants that own them, the
+upgrade notes against the migrations, and every link of the README and the docs against its target."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from queuelog.config import DEFAULTS
+from queuelog.queue import console, monitor
+from tests.conftest import ROOT
+
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+# Read by name outside DEFAULTS: the instance folder (queuelog/paths.py), gunicorn's settings, the worker
+# client, the tests; and one an example makes up for itself (docs/client.md passes the key to Python).
+OTHER_SETTINGS = {
+    "QUEUELOG_INSTANCE_PATH", "QUEUELOG_BIND", "QUEUELOG_THREADS", "QUEUELOG_ACCESS_LOG", "QUEUELOG_URL",
+    "QUEUELOG_WORKER_KEY", "QUEUELOG_TEST_POSTGRES_URL", "QUEUELOG_REQUIRE_BROWSER", "QUEUELOG_SCREENSHOT_DIR",
+}  # fmt: skip
+EXAMPLE_VARIABLES = {"QUEUELOG_KEY"}
+
+
+def settings_table() -> dict[str, str]:
+    """name -> default cell of the table under "## Settings" in docs/configuration.md."""
+    text = (DOCS / "configuration.md").read_text()
+    section = text[text.index("\n## Settings\n") :]
+    section = section[: section.index("\n## ", 5)]
+    table: dict[str, str] = {}
+    for row in re.findall(r"^\| (`QUEUELOG_.*?) \| (.*?) \|", section, re.M):
+        names = re.findall(r"`(QUEUELOG_[A-Z_]+)`", row[0])
+        defaults = row[1].split(", ") if len(names) > 1 else [row[1]]
+        assert len(defaults) == len(names), row
+        table.update(zip(names, defaults, strict=True))
+    return table
+
+
+def test_the_settings_table_lists_every_setting_of_config_py_and_no_other():
+    documented = set(settings_table())
+    assert documented - {"QUEUELOG_INSTANCE_PATH"} == {f"QUEUELOG_{name}" for name in DEFAULTS}
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULTS))
+def test_each_documented_default_is_the_code_s(name):
+    cell = settings_table()[f"QUEUELOG_{name}"].strip("`")
+    default = DEFAULTS[name][0]
+    if default is None:  # a default the code computes: the table says in words what it is
+        assert not re.fullmatch(r"[\d.,]+", cell), (name, cell)
+    elif isinstance(default, bool):
+        assert cell == str(default).lower(), (name, cell)
+    elif isinstance(default, int | float):
+        assert float(cell.replace(",", "")) == default, (name, cell, default)
+    else:
+        assert cell == default, (name, cell, default)
+
+
+def test_every_setting_the_docs_name_exists_and_every_one_the_code_reads_is_documented():
+    named = {m for page in PAGES for m in re.findall(r"QUEUELOG_[A-Z_]+[A-Z]", page.read_text())}
+    known = {f"QUEUELOG_{name}" for name in DEFAULTS} | OTHER_SETTINGS
+    assert named - known - EXAMPLE_VARIABLES == set(), "the docs name settings the code does not read"
+    sources = [*ROOT.glob("queuelog/**/*.py"), ROOT / "gunicorn.conf.py", *ROOT.glob("tests/**/*.py")]
+    sources.remove(Path(__file__))
+    read = {m for path in sources for m in re.findall(r"[\"'](QUEUELOG_[A-Z_]+)[\"']", path.read_text())}
+    configuration = (DOCS / "configuration.md").read_text()
+    assert {name for name in read | known if f"`{name}`" not in configuration} == set()
+
+
+# (page, pattern with one number, the constant that owns it): the pattern must occur, and only with it.
+QUOTED_NUMBERS = [
+    (
+        "console.md",
+        r"from the ([\d,]+) newest completed and the ([\d,]+) newest failed",
+        monitor.WORKER_SAMPLE,
+    ),
+    ("console.md", r"come from the newest ([\d,]+) jobs of the type", monitor.TYPE_SAMPLE),
+    ("pages.md", r"come from the type's newest ([\d,]+) jobs", monitor.TYPE_SAMPLE),
+    ("console.md", r"at most ([\d,]+) running jobs are listed", monitor.HELD_READ),
+    ("console.md", r"batch of at most ([\d,]+) jobs", console.BATCH),
+    ("console.md", r"batches of ([\d,]+)", console.BATCH),
+    ("pages.md", r"batches of ([\d,]+)", console.BATCH),
+    ("console.md", r"counted up to ([\d,]+)", console.COUNT_CAP),
+    ("console.md", r"\(([\d,]+) by default\) per page", DEFAULTS["SEARCH_SCAN"][0]),
+    ("pages.md", r"newest ([\d,]+) jobs that match those", DEFAULTS["SEARCH_SCAN"][0]),
+    ("console.md", r"`QUEUELOG_BULK_STEP_SECONDS` \(([\d.]+) s\)", DEFAULTS["BULK_STEP_SECONDS"][0]),
+]
+
+
+@pytest.mark.parametrize(("page", "pattern", "value"), QUOTED_NUMBERS)
+def test_the_numbers_the_pages_quote_are_the_code_s(page, pattern, value):
+    text = " ".join((DOCS / page).read_text().split())
+    found = re.findall(pattern, text)
+    assert found, f"docs/{page} no longer says {pattern!r}"
+    numbers = {
+        float(n.replace(",", "")) for match in found for n in ([match] if isinstance(match, str) else match)
+    }
+    assert numbers == {value}, (page, pattern, numbers, value)
+
+
+def test_the_upgrade_notes_cover_every_migration():
+    revisions = sorted(p.name[:4] for p in (ROOT / "queuelog/migrations/versions").glob("[0-9]*.py"))
+    text = (DOCS / "operations.md").read_text()
+    upgrades = text[text.index("\n## Upgrades\n") :]
+    upgrades = upgrades[: upgrades.index("\n## ", 5)]
+    assert re.findall(r"^\| (\d{4}) \|", upgrades, re.M) == revisions
+
+
+def slug(heading: str) -> str:
+    """The anchor of a heading, as GitHub and MyST (myst_heading_anchors) make it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```$", "", page.read_text(), flags=re.S | re.M)
+    return {slug(h) for h in re.findall(r"^#{1,3} (.*)$", text, re.M)}
+
+
+def links() -> list[tuple[Path, str]]:
+    found = []
+    for page in PAGES:
+        text = re.sub(r"^```.*?^```$", "", page.read_text(), flags=re.S | re.M)
+        found += [(page, target) for target in re.findall(r"\]\(([^)\s]+)\)", text)]
+    return found
+
+
+@pytest.mark.parametrize(("page", "target"), links(), ids=[f"{p.name}->{t}" for p, t in links()])
+def test_every_link_reaches_its_page_and_heading(page, target):
+    if re.match(r"[a-z]+:", target):
+        return  # a web address
+    path, _, fragment = target.partition("#")
+    destination = (page.parent / path).resolve() if path else page
+    assert destination.exists(), f"{page.name}: {target}"
+    if fragment:
+        assert fragment in anchors(destination), f"{page.name}: {target}"
