@@ -4,12 +4,16 @@ upgrade notes against the migrations, and every link of the README and the docs 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
+from queuelog.client import Client
 from queuelog.config import DEFAULTS
+from queuelog.job import Event, Job
 from queuelog.queue import console, monitor
 from tests.conftest import ROOT
 
@@ -135,3 +139,44 @@ def test_every_link_reaches_its_page_and_heading(page, target):
     assert destination.exists(), f"{page.name}: {target}"
     if fragment:
         assert fragment in anchors(destination), f"{page.name}: {target}"
+
+
+def signature_text(function) -> str:
+    """A method's parameters as docs/client.md writes them: no annotations, no ``self``."""
+    signature = inspect.signature(function)
+    parameters = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters[1:], return_annotation=inspect.Signature.empty))
+
+
+def test_the_client_page_gives_each_method_its_real_parameters():
+    text = (DOCS / "client.md").read_text()
+    assert f"## `Client(url, key{signature_text(Client.__init__)[len('(url, key') :]}`" in text
+    rows = dict(re.findall(r"^\| `(\w+)(\(.*?\))` \|", text, re.M))
+    public = {name for name, value in vars(Client).items() if callable(value) and not name.startswith("_")}
+    assert set(rows) == public - {"close"}  # close() is told in the prose
+    for name, written in rows.items():
+        assert written == signature_text(getattr(Client, name)), name
+
+
+def test_the_client_page_names_every_field_of_a_job_and_an_event():
+    text = (DOCS / "client.md").read_text()
+    section = text[text.index("\n## Jobs and events\n") :]
+    section = section[: section.index("\n## ", 5)]
+    named = set(re.findall(r"`(\w+)`", section))
+    assert {f.name for f in dataclasses.fields(Job)} <= named
+    assert {f.name for f in dataclasses.fields(Event)} <= named
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_no_table_is_cut_by_a_paragraph(page):
+    """A table row right under a line of prose is a table that a paragraph broke in two."""
+    lines = re.sub(r"^```.*?^```$", "", page.read_text(), flags=re.S | re.M).split("\n")
+    broken = [
+        f"{page.name}:{number + 1}: {line[:60]}"
+        for number, line in enumerate(lines)
+        if number
+        and line.startswith("|")
+        and lines[number - 1].strip()
+        and not lines[number - 1].startswith("|")
+    ]
+    assert broken == []

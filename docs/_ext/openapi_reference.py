@@ -9,6 +9,7 @@ is written by hand, so it cannot drift from what the server validates and answer
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ def openapi_document() -> dict[str, Any]:
     """Create the app on a new SQLite file and return what it serves at ``/openapi.json``."""
     from queuelog import create_app
 
+    alembic = logging.getLogger("alembic")
+    level = alembic.level
+    alembic.setLevel(logging.WARNING)  # the throwaway database's migrations are no news in the build's log
     with tempfile.TemporaryDirectory() as folder:
         settings = {
             "DATABASE_URL": f"sqlite:///{Path(folder) / 'docs.sqlite3'}",
@@ -54,6 +58,7 @@ def openapi_document() -> dict[str, Any]:
             return json.loads(answer.get_data(as_text=True))
         finally:
             app.extensions["queuelog"]["db"].dispose()
+            alembic.setLevel(level)
 
 
 def cell(text: Any) -> str:
