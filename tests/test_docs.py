@@ -14,7 +14,7 @@ import pytest
 from queuelog.client import Client
 from queuelog.config import DEFAULTS
 from queuelog.job import Event, Job
-from queuelog.queue import console, monitor
+from queuelog.queue import console, limits, monitor, running
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"
@@ -89,6 +89,11 @@ QUOTED_NUMBERS = [
     ("console.md", r"\(([\d,]+) by default\) per page", DEFAULTS["SEARCH_SCAN"][0]),
     ("pages.md", r"newest ([\d,]+) jobs that match those", DEFAULTS["SEARCH_SCAN"][0]),
     ("console.md", r"`QUEUELOG_BULK_STEP_SECONDS` \(([\d.]+) s\)", DEFAULTS["BULK_STEP_SECONDS"][0]),
+    ("running-jobs.md", r"`delay_seconds` from now \(1 to ([\d,]+)", running.MAX_SNOOZE_SECONDS),
+    ("flow-control.md", r"\| `concurrency_limit` \| 1 to ([\d,]+)", limits.MAX_CONCURRENCY),
+    ("flow-control.md", r"\| `rate_limit` \| 1 to ([\d,]+)", limits.MAX_RATE),
+    ("flow-control.md", r"\| `rate_period` \| 1 to ([\d,]+) seconds", limits.MAX_PERIOD),
+    ("flow-control.md", r"; ([\d,]+) when a rate limit is given without one", limits.DEFAULT_PERIOD),
 ]
 
 
