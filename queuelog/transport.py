@@ -80,6 +80,10 @@ class Transport:
         """Whether a kept-alive connection still looks open: a socket with something to read before any
         request was sent holds the server's close (or stray bytes), so it must not be used."""
         try:
+            if hasattr(select, "poll"):  # select() cannot take a descriptor above 1023
+                poller = select.poll()
+                poller.register(conn.sock, select.POLLIN)
+                return not poller.poll(0)
             readable, _, _ = select.select([conn.sock], [], [], 0)
         except (OSError, ValueError):
             return False
