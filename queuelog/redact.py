@@ -66,7 +66,7 @@ _SHAPES = re.compile(
     |:(?:(?<=[0-9]:)(?P<telegram>AA[A-Za-z0-9_-]{32,33}+)(?![A-Za-z0-9_-])  # Telegram bot: the id stays
      # user:password@host:port or @host/ without a scheme (with one, _url_spans finds it): the password
      |(?<=[A-Za-z0-9_.+-]:)(?P<userinfo>[^\s@/:"'<>`]{1,256}+)@
-      (?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}+(?::[0-9]|/|\()))
+      (?!sha(?:256|384|512):)(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}+(?::[0-9]|/|\()))  # not image:tag@sha256:
     """,
     re.X,
 )

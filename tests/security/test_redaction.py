@@ -305,6 +305,7 @@ KEPT = [
     "keyboard layout; passage 3; keyword args; key-value store; SKU 1234; EAAA test",
     "connect to db:5432 failed; retrying https://example.com:8443/path?x=1",
     "mailto:bob@example.com and git@github.com:org/repo.git at 12:30",
+    "pulled nginx:1.25@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31",
     "InvalidRequestError: bad input; PasswordPolicyError: too short",
     "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----; ----begin certificate----",
     "<password><![CDATA[]]></password> <note><![CDATA[x]]></note>",
