@@ -16,20 +16,20 @@ from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_valu
 
 __all__ = ["MASK", "redact_error"]
 
-# A JWT, on one line or wrapped over several (a break, then up to 8 spaces or tabs). A wrapped one never
-# starts on a line that continues a run of token characters (the lookbehinds, looked at only after a
-# space or a break): an attempt from an earlier line would have scanned it, and two attempts must not scan
-# one run. There, only a JWT on one line is found. Its last part takes the next line's run when that run
-# ends its line or does not read as a word (a wrapped signature, not the next line's "Traceback").
+# A JWT, on one line or wrapped over lines (a break, then up to 8 spaces or tabs). Each of its three
+# parts crosses at most 8 breaks, so that an attempt that fails has scanned at most 9 lines per part:
+# text made of many lines that each start like a JWT costs a bounded amount per line. Its last part takes
+# the next line's run only when that run ends its line or does not read as a word (a wrapped signature,
+# not the "Traceback" on the line after a JWT).
 _T = "[A-Za-z0-9_-]"
 _BREAK = r"\r?\n[ \t]{0,8}+"
-_PART = rf"(?:{_T}|{_BREAK}(?={_T}))"
-_CONTINUED = "".join(rf"(?<!{_T}{nl}[ \t]{{{n}}}eyJ)" for nl in (r"\n", r"\r\n") for n in range(9))
-_SIGNATURE = rf"""(?:{_T}|{_BREAK}(?={_T}{{1,512}}+(?:[\r\n"'`,;)\]}}]|\Z)|[0-9_-]|[A-Za-z][a-z]{{0,512}}+[A-Z0-9_-]))*+"""
+_AT_LEAST_8 = rf"(?=(?:{_T}|{_BREAK}){{8}})"
+_PART = rf"{_T}*+(?:{_BREAK}{_T}++){{0,8}}+"
+_SIGNATURE_GOES_ON = rf"""{_T}{{1,512}}+(?:[\r\n"'`,;)\]}}]|\Z)|[0-9_-]|[A-Za-z][a-z]{{0,512}}+[A-Z0-9_-]"""
+_SIGNATURE = rf"{_T}*+(?:{_BREAK}(?={_SIGNATURE_GOES_ON}){_T}++){{0,8}}+"
 _JWT = (
-    rf"eyJ(?<!{_T}eyJ)(?:(?:(?<![ \t\n]eyJ)|{_CONTINUED})"
-    rf"{_PART}{{8}}{_PART}*+(?:{_BREAK})?+\.(?:{_BREAK})?+eyJ{_PART}{{8}}{_PART}*+(?:{_BREAK})?+\.{_SIGNATURE}"
-    rf"|{_T}{{8,}}+\.eyJ{_T}{{8,}}+\.{_T}*+)"
+    rf"eyJ(?<!{_T}eyJ){_AT_LEAST_8}{_PART}(?:{_BREAK})?+\.(?:{_BREAK})?+"
+    rf"eyJ{_AT_LEAST_8}{_PART}(?:{_BREAK})?+\.{_SIGNATURE}"
 )
 
 # Token shapes that are secrets wherever they appear. The lookbehinds after a prefix keep a match from

@@ -265,6 +265,10 @@ EXACT = [
         "Traceback (most recent call last):",
         f"x {R}\nTraceback (most recent call last):",
     ),
+    (
+        "the token\neyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.\ndozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U\n",
+        f"the token\n{R}\n",
+    ),
 ]
 
 # -- messages that must keep their text ----------------------------------------------------------------
@@ -406,6 +410,7 @@ ADVERSARIAL = [
     *("mysql ", "mysql a ", "mysql -u ", "'mysql', '", "curl a:b "),
     *("npm_", "hf_", "pypi-", "https://discord.com/api/webhooks/1/", "1:AA", "A"),
     "passwordpassword" + "x" * 60 + ":",
+    "eyJ" + "a" * 60 + "\n",
     *("\\u0022", "&quot;", "<a><![CDATA[", "<a><![CDATA[x]", " eyJaaaaaaaa\n", "eyJaaaaaaaa.\n", "a:b@"),
     *("-----begin ", "----", "InvalidPasswordError: ", 'password\\\\\\"', "密码", "key-", "SK", "EAAA"),
 ]
