@@ -3,8 +3,9 @@
 Each detector below returns ``(start, end)`` spans of the text; the spans are merged and each merged
 span becomes ``[REDACTED]``. Every detector runs in time linear in the text, on any input: private key
 blocks are found armour to armour and URL passwords by hand with ``str.find``, each scan moving forward,
-and the regular expressions start at a literal, bound the length of whatever precedes a fixed part, and use possessive quantifiers (or a
-lookbehind that lets a run be scanned from its start only) where a run is followed by something else.
+and the regular expressions start at a literal, bound the length of whatever precedes a fixed part, and
+use possessive quantifiers (or a lookbehind that lets a run be scanned from its start only) where a run
+is followed by something else.
 """
 
 from __future__ import annotations
