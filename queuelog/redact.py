@@ -2,9 +2,10 @@
 
 Each detector below returns ``(start, end)`` spans of the text; the spans are merged and each merged
 span becomes ``[REDACTED]``. Every detector runs in time linear in the text, on any input: private key
-blocks and URL passwords are found by hand with ``str.find``, and the regular expressions start at a
-literal, bound the length of whatever precedes a fixed part, and use possessive quantifiers (or a
-lookbehind that lets a run be scanned from its start only) where a run is followed by something else.
+blocks are found armour to armour and URL passwords by hand with ``str.find``, each scan moving forward,
+and the regular expressions start at a literal, bound the length of whatever precedes a fixed part, and
+use possessive quantifiers (or a lookbehind that lets a run be scanned from its start only) where a run
+is followed by something else.
 """
 
 from __future__ import annotations
@@ -16,20 +17,33 @@ from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_valu
 
 __all__ = ["MASK", "redact_error"]
 
-_BEGIN = "-----BEGIN "
-_DASHES = "-----"
+# A JWT, on one line or wrapped over lines (a break, then up to 8 spaces or tabs). Each of its three
+# parts crosses at most 8 breaks, so that an attempt that fails has scanned at most 9 lines per part:
+# text made of many lines that each start like a JWT costs a bounded amount per line. Its last part takes
+# the next line's run only when that run ends its line or does not read as a word (a wrapped signature,
+# not the "Traceback" on the line after a JWT).
+_T = "[A-Za-z0-9_-]"
+_BREAK = r"\r?\n[ \t]{0,8}+"
+_AT_LEAST_8 = rf"(?=(?:{_T}|{_BREAK}){{8}})"
+_PART = rf"{_T}*+(?:{_BREAK}{_T}++){{0,8}}+"
+_SIGNATURE_GOES_ON = rf"""{_T}{{1,512}}+(?:[\r\n"'`,;)\]}}]|\Z)|[0-9_-]|[A-Za-z][a-z]{{0,512}}+[A-Z0-9_-]"""
+_SIGNATURE = rf"{_T}*+(?:{_BREAK}(?={_SIGNATURE_GOES_ON}){_T}++){{0,8}}+"
+_JWT = (
+    rf"eyJ(?<!{_T}eyJ){_AT_LEAST_8}{_PART}(?:{_BREAK})?+\.(?:{_BREAK})?+"
+    rf"eyJ{_AT_LEAST_8}{_PART}(?:{_BREAK})?+\.{_SIGNATURE}"
+)
 
 # Token shapes that are secrets wherever they appear. The lookbehinds after a prefix keep a match from
 # starting inside a longer word (and, for JWTs, from rescanning a run from each of its positions).
 _SHAPES = re.compile(
-    r"""
-    eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+  # JWT
+    _JWT
+    + r"""
     |ql_(?<![A-Za-z0-9_]ql_)[A-Za-z0-9_-]{16,}+                    # queuelog API key
     |(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)         # AWS access key id
      (?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])
     |gh[pousr]_(?<![A-Za-z0-9]gh._)[A-Za-z0-9]{20,}+               # GitHub
     |github_pat_[A-Za-z0-9_]{20,}+
-    |glpat-[A-Za-z0-9_-]{20,}+                                     # GitLab
+    |gl(?:pat|rt|ptt|dt|ft|cbt|imt|soat)-[A-Za-z0-9_-]{20,}+       # GitLab (personal, runner...)
     |xox[abprs]-(?<![A-Za-z0-9]xox.-)[A-Za-z0-9-]{10,}+            # Slack token
     |https://(?:hooks\.slack\.com/services/(?P<hook>[A-Za-z0-9/_-]++)  # Slack webhook: the path goes
      |(?:ptb\.|canary\.)?discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{1,32}+/
@@ -44,10 +58,27 @@ _SHAPES = re.compile(
     |npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9])       # npm
     |hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}+                      # Hugging Face
     |pypi-(?<![A-Za-z0-9_-]pypi-)[A-Za-z0-9_-]{50,}+               # PyPI
-    |:(?<=[0-9]:)(?P<telegram>AA[A-Za-z0-9_-]{32,33}+)(?![A-Za-z0-9_-])  # Telegram bot: the id stays
+    |key-(?<![A-Za-z0-9_-]key-)[A-Za-z0-9]{32}(?![A-Za-z0-9])      # Mailgun
+    |do[opr]_v1_(?<![A-Za-z0-9_]do._v1_)[a-f0-9]{64}(?![A-Za-z0-9])  # DigitalOcean
+    |shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![A-Za-z0-9])             # Shopify
+    |SK(?<![A-Za-z0-9]SK)[0-9a-fA-F]{32}(?![A-Za-z0-9])            # Twilio API key
+    |EAAA(?<![A-Za-z0-9_-]EAAA)[A-Za-z0-9_-]{60,}+                 # Square access token
+    |sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}+                            # Square OAuth
+    |:(?:(?<=[0-9]:)(?P<telegram>AA[A-Za-z0-9_-]{32,33}+)(?![A-Za-z0-9_-])  # Telegram bot: the id stays
+     # user:password@host:port or @host/ without a scheme (with one, _url_spans finds it): the password
+     |(?<=[A-Za-z0-9_.+-]:)(?P<userinfo>[^\s@/:"'<>`]{1,256}+)@
+      (?!sha(?:256|384|512):)(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}+(?::[0-9]|/|\()))  # not image:tag@sha256:
     """,
     re.X,
 )
+
+# "-----BEGIN RSA PRIVATE KEY-----", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----", on lowercased text.
+_ARMOUR = re.compile(r"----(?<!-----)-?+ ?begin (?P<label>[a-z0-9 ]{1,64}?) ?-----?+")
+
+
+def _armour_end(label: str) -> re.Pattern[str]:
+    return re.compile(rf"----(?<!-----)-?+ ?end {re.escape(label)} ?-----?+")
+
 
 _URL_END = re.compile(r"""[\s"'<>`]""")
 # The user name before the password in a URL: no "/", "?", "#" or space, at most 256 characters.
@@ -55,27 +86,22 @@ _USER = re.compile(r"[^:/?#\s]{0,256}+:")
 _ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
-def _pem_spans(text: str) -> list[Span]:
-    """Private key blocks (PEM, OpenSSH, PGP): BEGIN to the matching END, or to the end if unterminated."""
+def _pem_spans(text: str, low: str) -> list[Span]:
+    """Private key blocks (PEM, OpenSSH, PGP, SSH2): BEGIN to the matching END, or to the end if
+    unterminated; the armour in any case, with four or five dashes, and spaces inside them."""
     spans: list[Span] = []
     pos = 0
-    while (begin := text.find(_BEGIN, pos)) >= 0:
-        label_start = begin + len(_BEGIN)
-        label_end = text.find(_DASHES, label_start, label_start + 80)
-        if label_end < 0:
-            pos = label_start
+    while (found := _ARMOUR.search(low, pos)) is not None:
+        pos = found.end()
+        label = found.group("label")
+        if "private key" not in label and "secret key" not in label:
             continue
-        label = text[label_start:label_end]
-        pos = label_end + len(_DASHES)
-        if "PRIVATE KEY" not in label and "SECRET KEY" not in label:
-            continue
-        end_marker = f"-----END {label}-----"
-        end = text.find(end_marker, pos)
-        if end < 0:
-            spans.append((begin, len(text)))
+        end = _armour_end(label).search(low, pos)
+        if end is None:
+            spans.append((found.start(), len(text)))
             break
-        pos = end + len(end_marker)
-        spans.append((begin, pos))
+        spans.append((found.start(), end.end()))
+        pos = end.end()
     return spans
 
 
@@ -135,7 +161,7 @@ def redact_error(text: str) -> str:
     README (Security).
     """
     low = _ascii_lower(text)
-    spans = _pem_spans(text) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)
+    spans = _pem_spans(text, low) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)
     spans += key_value_spans(text, low) + flag_spans(text, low) + element_spans(text, low)
     spans += client_spans(text)
     return _masked(text, spans)

@@ -28,6 +28,7 @@ _FAMILY_WORDS = r"""
     |key(?!board|word|stroke|space)
     |cookie|credential|signature|sig(?<![a-z0-9]sig)(?![a-z])
     |sess(?:ion)?[ ]?id|session
+    |senha|contrase[ñÑn]a|kennwort|пароль|密码|密碼|口令|パスワード|비밀번호
 """
 _FAMILY = re.compile(_FAMILY_WORDS, re.X)
 
@@ -38,19 +39,23 @@ _SP = r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]"
 # HTTP authentication schemes; a value starting with one of them and a space is "scheme credentials".
 _SCHEMES = r"bearer|basic|digest|token|api-?key|negotiate|ntlm|oauth|hoba|mutual|aws4-hmac-sha256|key"
 
-# A key: a family word, the rest of its name (at most 64 characters), an optional closing quote (plain,
-# backslash-escaped or %-encoded) or "]", then a separator ("==" and "::" are not); around a %-encoded
-# separator, spaces may be %-encoded too (%20, %09, or "+" in a form). The groups "plain",
-# "dquoted" and "squoted" are a quick path for the common values (unquoted, or quoted with no backslash)
-# after a plain separator; anything else goes through _value().
+# Quotes as they appear in text that was escaped once or more: backslash-escaped (\" or, JSON in a JSON
+# string, \\\"), as a \u or \x escape, as an HTML entity, or %-encoded.
+_QUOTES = r"""\\{0,7}+["']|\\u00(?:22|27)|\\x2[27]|&quot;|&apos;|&\#0{0,3}3[49];|&\#x0{0,3}2[27];|%2[27]"""
+
+# A key: a family word, the rest of its name (at most 64 characters), an optional closing quote (any of
+# _QUOTES) or "]", then a separator ("==" and "::" are not); around a %-encoded separator, spaces may be
+# %-encoded too (%20, %09, or "+" in a form). The groups "plain", "dquoted" and "squoted" are a quick path
+# for the common values (unquoted, or quoted with no backslash) after a plain separator; anything else
+# (an escaped quote, a value on the next line, a YAML block) goes through _value().
 _ENC_SP = rf"(?:{_SP}|%20|%09|\+)"
 _KEY = re.compile(
     rf"""
     (?P<name>(?:{_FAMILY_WORDS})[a-z0-9_.-]{{0,64}}+)
-    (?:\\?["']|%2[27])?\]?
+    (?:{_QUOTES})?\]?
     (?:{_ENC_SP}{{0,32}}+(?P<encoded>%3[ad]){_ENC_SP}{{0,32}}+
-      |{_SP}{{0,32}}+(?:=>|=(?!=)|:(?!:)){_SP}{{0,32}}+(?P<value>)
-       (?:(?!(?:{_SCHEMES}){_SP})(?P<plain>[^\s&,;)\]}}>"'<\[({{][^\s&,;)\]}}>"'<]*+)(?!["'])
+      |{_SP}{{0,32}}+(?:=>|=(?!=)|:(?!:)|：){_SP}{{0,32}}+(?P<value>)
+       (?:(?!(?:{_SCHEMES}){_SP})(?P<plain>[^\s&,;)\]}}>"'<\[({{\\|][^\s&,;)\]}}>"'<]*+)(?!["'])
          |"(?P<dquoted>[^"\\\n]*+)"|'(?P<squoted>[^'\\\n]*+)')?)
     """,
     re.X,
@@ -75,6 +80,9 @@ _EXCEPTION_SUFFIXES = (
     "Exceeded",
 )
 
+# The start of exception names about a wrong password ("InvalidPasswordError", "WrongPasswordException").
+_WRONG = ("Invalid", "Wrong", "Bad", "Incorrect")
+
 # A command-line flag with its value after a space, or in a list repr: --password x, '--password', 'x'.
 _FLAG = re.compile(
     rf"""--(?<![^\s"'\[(,]--)(?!-)(?P<name>[a-z0-9_.-]{{1,64}}+)
@@ -82,7 +90,12 @@ _FLAG = re.compile(
     re.X,
 )
 
-_QUOTE = re.compile(r"""[bBrRuU]{0,2}(\\["']|["']|%2[27])""")
+_QUOTE = re.compile(rf"""[bBrRuU]{{0,2}}({_QUOTES})""")
+# After a separator at the end of a line, the value is on the next one, perhaps indented; after a YAML
+# block indicator ("|", ">-"...), it is every following line indented more than the key's.
+_NEXT_LINE = re.compile(r"\r?\n[ \t]{0,64}+")
+_BLOCK = re.compile(r"[|>][1-9]?[-+]?[1-9]?[ \t]{0,32}+(?:#[^\n]{0,256}+)?\r?\n")
+_INDENT = re.compile(r"[ \t]*+")
 # Unquoted values end at whitespace, & , ; a closing bracket or a quote; after a %-encoded separator
 # also at the %-encoded forms of those (%20 %22 %26 %27 %29 %2C %3B %3E %5D %7D).
 _PLAIN_VALUE = re.compile(r"""[^\s&,;)\]}>"'<]*+""")
@@ -104,8 +117,13 @@ _BARE_SCHEME = re.compile(
     + _CREDENTIALS,
     re.X,
 )
-# An XML element and its text, up to the next tag, which must close it (checked by element_spans).
-_ELEMENT = re.compile(r"""<(?P<tag>[a-z0-9_.:-]{1,64}+)(?:\s[^<>]{0,512}+)?+>(?P<text>[^<]++)</""")
+# An XML element and its text, up to the next tag, which must close it (checked by element_spans); or
+# its CDATA section, up to "]]>" (a "<" inside ends the search: each run is scanned from one start).
+_ELEMENT = re.compile(
+    r"""<(?P<tag>[a-z0-9_.:-]{1,64}+)(?:\s[^<>]{0,512}+)?+>
+    (?:(?P<text>[^<]++)|<!\[cdata\[(?P<cdata>(?:[^<\]]|\](?!\]>))*+)\]\]>)</""",
+    re.X,
+)
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -132,10 +150,36 @@ def close_quote(text: str, quote: str, start: int, stop: int) -> int:
     return stop if end < 0 else end
 
 
-def _value(text: str, pos: int, name: str, encoded: bool, lines: Lines) -> Span:
-    """The span of the value starting at ``pos`` for the key ``name`` (lowercase)."""
+def _block(text: str, pos: int) -> int:
+    """The end of a YAML block that starts on the line after ``pos``: the following lines indented more
+    than the line holding ``pos`` (blank lines included), each looked at once."""
+    line = text.rfind("\n", 0, pos) + 1
+    indent = _INDENT.match(text, line).end() - line
+    end = start = text.find("\n", pos) + 1
+    while start < len(text):
+        stop = text.find("\n", start)
+        stop = len(text) if stop < 0 else stop
+        content = _INDENT.match(text, start, stop).end()
+        if content < stop and text[content] != "\r":
+            if content - start <= indent:
+                break
+            end = stop
+        start = stop + 1
+    return end
+
+
+def _value(text: str, pos: int, name: str, encoded: bool, lines: Lines, *, first_line: bool = True) -> Span:
+    """The span of the value starting at ``pos`` for the key ``name`` (lowercase); a separator that ends
+    its line (``first_line``) takes its value from the next line."""
     if text.startswith(MASK, pos):
         return pos, pos
+    if first_line:
+        if block := _BLOCK.match(text, pos):
+            end = _block(text, pos)
+            start = _INDENT.match(text, block.end(), max(end, block.end())).end()
+            return start, max(start, end)
+        if next_line := _NEXT_LINE.match(text, pos):
+            return _value(text, next_line.end(), name, encoded, lines, first_line=False)
     quoted = _QUOTE.match(text, pos)
     if quoted:
         start = quoted.end()
@@ -165,7 +209,15 @@ def key_value_spans(text: str, low: str) -> list[Span]:
     done = 0  # end of the last value masked by _value(): keys inside it are part of it
     for key in _KEY.finditer(low):
         name_start, name_end = key.span("name")
-        if name_start < done or text.endswith(_EXCEPTION_SUFFIXES, name_start, name_end):
+        if name_start < done:
+            continue
+        if text.endswith(_EXCEPTION_SUFFIXES, name_start, name_end):
+            # "InvalidPasswordError: hunter2": the message of such an error is often the password itself.
+            word = low.rfind("pass", name_start, name_end)
+            if word >= 0 and text.endswith(_WRONG, max(0, word - 9), word):
+                value = key.start("value") if key.start("value") >= 0 else key.end()
+                spans.append((value, lines.end(value)))
+                done = lines.end(value)
             continue
         quick = key.lastgroup
         if quick in _QUICK and low.find("cookie", name_start, name_end) < 0:
@@ -211,7 +263,8 @@ def scheme_spans(text: str) -> list[Span]:
 
 
 def element_spans(text: str, low: str) -> list[Span]:
-    """Text of XML elements named like secrets: ``<password>x</password>``, ``<wsse:Password>``.
+    """Text of XML elements named like secrets: ``<password>x</password>``, ``<wsse:Password>``, and
+    ``<password><![CDATA[x]]></password>``.
 
     ``<Key>`` alone is left: S3 errors name the object's key with it.
     """
@@ -219,10 +272,11 @@ def element_spans(text: str, low: str) -> list[Span]:
     for found in _ELEMENT.finditer(low):
         tag = found.group("tag")
         local = tag.rpartition(":")[2]
-        start, end = found.span("text")
+        cdata = found.start("cdata") >= 0
+        start, end = found.span("cdata" if cdata else "text")
         if (
             local == "key"
-            or low[start - 2] == "/"  # <password/> is empty: what follows is not its text
+            or low[start - (11 if cdata else 2)] == "/"  # <password/> is empty: what follows is not its text
             or not low.startswith(tag + ">", found.end())
             or not _FAMILY.search(local)
             or text.endswith(_EXCEPTION_SUFFIXES, found.end("tag") - len(local), found.end("tag"))

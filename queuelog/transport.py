@@ -1,14 +1,19 @@
 """The HTTP transport shared by the worker client and the producer client, on the standard library only.
 
-One keep-alive connection per thread; JSON bodies out, decoded answers back. It does no retrying of its
-own beyond one case that is always safe: a kept-alive connection the server had already closed before
-it read anything. What counts as an error, and whether to try again, is each client's policy.
+One keep-alive connection per thread; JSON bodies out, decoded answers back. What counts as an error,
+and whether to try again, is each client's policy. The transport itself sends a request a second time in
+one case only: a kept-alive connection that failed before any byte of the answer came, for a request the
+caller says may be repeated (``repeatable``). Such a failure usually means the server had closed the idle
+connection, but it can also mean the server acted on the request and then dropped the connection, so a
+request that must not be sent twice is never sent again: before it goes out on a kept-alive connection,
+the connection is checked, and one the server has already closed is replaced by a new one.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import select
 import threading
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -71,6 +76,19 @@ class Transport:
             conn.sock.settimeout(timeout)
         return conn
 
+    def _fresh(self, conn: http.client.HTTPConnection) -> bool:
+        """Whether a kept-alive connection still looks open: a socket with something to read before any
+        request was sent holds the server's close (or stray bytes), so it must not be used."""
+        try:
+            if hasattr(select, "poll"):  # select() cannot take a descriptor above 1023
+                poller = select.poll()
+                poller.register(conn.sock, select.POLLIN)
+                return not poller.poll(0)
+            readable, _, _ = select.select([conn.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
     def close(self) -> None:
         """Close this thread's connection (the next request opens a new one)."""
         conn = getattr(self._local, "conn", None)
@@ -86,22 +104,34 @@ class Transport:
         *,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
+        repeatable: bool = True,
     ) -> Answer:
-        """Send one request (``body`` as JSON) and read the whole answer; raises NoAnswer."""
+        """Send one request (``body`` as JSON) and read the whole answer; raises NoAnswer.
+
+        ``repeatable`` says whether the request may be sent a second time when a kept-alive connection
+        fails before any byte of the answer came (a read, a request with an idempotency key). When it is
+        false the request goes out at most once: the connection is checked before it is reused, and a
+        failure is raised as NoAnswer (the server may or may not have acted on it)."""
         payload = None if body is None else json.dumps(body)
         all_headers = {**self.headers, **headers} if headers else self.headers
         for attempt in (1, 2):
             conn = self._connection(timeout or self.timeout)
             reused = conn.sock is not None
+            if reused and not repeatable and not self._fresh(conn):
+                self.close()
+                conn, reused = self._connection(timeout or self.timeout), False
+            answered = False  # whether any byte of the answer came
             try:
                 conn.request(method, self.prefix + path, body=payload, headers=all_headers)
                 response = conn.getresponse()
+                answered = True
                 data = response.read()
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                # A kept-alive connection the server had already closed: the request never reached it.
+                # Most often a kept-alive connection the server had closed: the request never reached it.
+                # But the server may have acted on it and dropped the connection before answering.
                 self.close()
-                if not (reused and attempt == 1):
+                if answered or not (reused and repeatable and attempt == 1):
                     raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()

@@ -100,13 +100,28 @@ class Client:
         """Send one request, retrying as the module says; returns the decoded answer of a 2xx, or raises
         the ``QueuelogError`` of the last answer (``ConnectionFailed`` when there was none). The error's
         ``attempts`` says how many times the request was sent. ``retries`` overrides the client's: give 0
-        for a request that is not safe to send twice."""
+        for a request that is not safe to send twice, and it is sent exactly once (unless it is a GET or
+        carries an ``Idempotency-Key`` header, which a server-dropped kept-alive connection may resend)."""
         retries = self.retries if retries is None else retries
+        keyed = any(name.lower() == "idempotency-key" for name in headers or ())
+        return self._send(method, path, body, headers, retries, method == "GET" or keyed or retries > 0)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        headers: dict[str, str] | None,
+        retries: int,
+        repeatable: bool,
+    ) -> Any:
+        """``request``, where ``repeatable`` says whether the request may reach the server twice (an
+        enqueue with its idempotency key may: the server finds the job the first one made)."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                answer = self.transport.send(method, path, body, headers=headers)
+                answer = self.transport.send(method, path, body, headers=headers, repeatable=repeatable)
             except NoAnswer as exc:
                 error: QueuelogError = ConnectionFailed(str(exc), title="No answer")
             else:
@@ -146,7 +161,7 @@ class Client:
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key or str(uuid.uuid4()),
         )
-        return Job.from_json(self.request("POST", "/jobs", body))
+        return Job.from_json(self._send("POST", "/jobs", body, None, self.retries, True))
 
     def enqueue_many(
         self, jobs: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None
@@ -165,7 +180,7 @@ class Client:
             batch = str(uuid.uuid4())
             for i, body in enumerate(bodies):
                 body.setdefault("idempotency_key", f"{batch}#{i}")
-        answer = self.request("POST", "/jobs/batch", {"jobs": bodies}, headers=headers)
+        answer = self._send("POST", "/jobs/batch", {"jobs": bodies}, headers, self.retries, True)
         return [Job.from_json(item) for item in answer["jobs"]]
 
     # -- reading --------------------------------------------------------------------------------------

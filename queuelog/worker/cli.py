@@ -26,7 +26,9 @@ EPILOG = (
     "finished job (id, type, outcome, run time in ms) and shutdown at INFO; a failing handler's traceback "
     "at WARNING when the job will be retried, at ERROR when it will not. On SIGTERM or SIGINT the worker "
     "stops claiming within about a second, lets running handlers finish within the grace period, reports "
-    "them and exits 0; a second signal exits at once with status 1."
+    "them and exits 0; a second signal exits at once with status 1. When the server refuses a claim (401: "
+    "the key is unknown or revoked; 403: not a worker key) the worker logs why at ERROR, stops the same way "
+    "and exits 1."
 )
 
 

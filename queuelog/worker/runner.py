@@ -8,7 +8,9 @@ Guarantees it keeps:
 - on SIGTERM/SIGINT it stops claiming within about ``poll_slice`` seconds (a long poll is asked for in
   requests of at most that long, and the one in flight is let finish, so no job is claimed and then
   dropped), lets running handlers finish within the grace period, delivers their reports, and returns 0.
-  A second signal exits at once with status 1.
+  A second signal exits at once with status 1;
+- when the server refuses a claim (401: its key is unknown or revoked; 403, 422...) it says so, stops the
+  same way and returns 1: asking again would not help.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Worker:
         self._signalled: str | None = None  # set by the signal handler, which must take no locks
         self._deadline: float | None = None  # set when shutdown starts
         self._exit_code = 0
+        self._refused: str | None = None  # why the server refused to hand out work, when it did
         self.reporter = Reporter(
             client, release=self._release, past_deadline=self._past_deadline, max_backoff=max_backoff
         )
@@ -164,7 +167,12 @@ class Worker:
                 self._pause(delay)
                 continue
             except RequestRefused as exc:  # a revoked key, say: asking again will not help
+                if exc.status == 401:
+                    self._refused = f"the server refused this worker's key ({exc})"
+                else:
+                    self._refused = f"the server refused its claims ({exc})"
                 log.error("claim refused (%s)", exc)
+                log.error("%s; stopping", self._refused)
                 self._exit_code = 1
                 self.stop("claims refused")
                 break
@@ -186,6 +194,8 @@ class Worker:
                 len(self.held),
                 self.reporter.summary(),
             )
+        elif self._refused:
+            log.error("stopped, not cleanly: %s: %s", self._refused, self.reporter.summary())
         else:
             log.info("stopped cleanly: %s", self.reporter.summary())
         return self._exit_code

@@ -269,3 +269,24 @@ def test_a_progress_message_is_redacted_before_it_is_stored(producer, worker):
     assert beat.status_code == 200
     stored = producer.get(f"/jobs/{job['id']}").json["progress_message"]
     assert len(stored) == 200 and "password=[RED" in stored and " ab" not in stored[-3:]
+
+
+@pytest.mark.parametrize(
+    "message,secret",
+    [
+        ("sent {\\u0022password\\u0022: \\u0022hunter2\\u0022}", "hunter2"),
+        ("sent password=\\x22hunter2\\x22", "hunter2"),
+        ("form {&quot;token&quot;: &quot;hunter2&quot;}", "hunter2"),
+        ("login senha: hunter2 ok", "hunter2"),
+        ("登录 密码: hunter2", "hunter2"),
+        ("InvalidPasswordError: hunter2", "hunter2"),
+        ("connecting app:hunter2@db:5432/prod", "hunter2"),
+        ("shop shpat_" + "ab12" * 8, "ab12" * 8),
+        ("runner glrt-abcdefghij0123456789", "abcdefghij0123456789"),
+    ],
+)
+def test_progress_messages_in_other_shapes_reach_the_producer_redacted(producer, worker, message, secret):
+    job = held(producer, worker)
+    assert report(worker, job, "heartbeat", progress_message=message).status_code == 200
+    shown = producer.get(f"/jobs/{job['id']}").json["progress_message"]
+    assert secret not in shown and "[REDACTED]" in shown

@@ -7,7 +7,10 @@ Each new connection takes the next action of its script (then "forward" once the
   it), then close both sides without passing the answer on: the client sees the connection drop;
 - "hang": read the request and never answer (until the client gives up and closes);
 - "502": answer the request with an HTML 502 page, as a load balancer with no server behind it does;
-- a ``bytes`` value: answer the request with those bytes (a whole HTTP response) and close.
+- a ``bytes`` value: answer the request with those bytes (a whole HTTP response) and close;
+- a tuple of these: one per request on that connection, in turn, so that ``("forward", "drop")`` drops a
+  kept-alive connection at its second request; "close" in a tuple closes the connection, idle, as a
+  server's keep-alive timeout does, as soon as the request before it was answered.
 
 It relays one whole request and one whole answer at a time, and records the raw bytes of every request
 (``requests``), so a test can see what the client sent on each attempt.
@@ -57,7 +60,7 @@ def read_message(sock: socket.socket) -> bytes:
 class FlakyProxy:
     """Listens on 127.0.0.1 (``url``) and relays to ``upstream_port`` as its script says."""
 
-    def __init__(self, upstream_port: int, script: list[str | bytes] | None = None):
+    def __init__(self, upstream_port: int, script: list[str | bytes | tuple] | None = None):
         self.upstream_port = upstream_port
         self.script = list(script or [])
         self.requests: list[bytes] = []  # every request, as the client sent it
@@ -83,9 +86,19 @@ class FlakyProxy:
                 action = self.script.pop(0) if self.script else "forward"
             threading.Thread(target=self._serve, args=(client, action), daemon=True).start()
 
-    def _serve(self, client: socket.socket, action: str | bytes) -> None:
+    def _serve(self, client: socket.socket, script: str | bytes | tuple) -> None:
+        steps = list(script) if isinstance(script, tuple) else []
+        action = script
         with client, socket.create_connection(("127.0.0.1", self.upstream_port)) as upstream:
-            while request := read_message(client):
+            while True:
+                if isinstance(script, tuple):
+                    action = steps.pop(0) if steps else "forward"
+                    if action == "close":
+                        client.shutdown(socket.SHUT_RDWR)
+                        return
+                request = read_message(client)
+                if not request:
+                    return
                 with self._lock:
                     self.requests.append(request)
                 if action == "forward":

@@ -156,3 +156,79 @@ def test_one_request_may_forgo_the_retries(served, proxy):
     with pytest.raises(Unavailable) as caught:
         client.request("POST", "/jobs/claim", {}, retries=0)  # a claim sent twice would claim twice
     assert caught.value.attempts == 1 and len(proxy.requests) == 1
+
+
+# -- a kept-alive connection dropped after the server acted: retries=0 means once -----------------------
+
+
+def _kept_alive(served, proxy, script: tuple, **options):
+    """A client whose connection through the proxy is open and kept alive (one read went through), so
+    that its next request meets the rest of ``script``."""
+    proxy.script = [("forward", *script)]
+    client = served.client(url=proxy.url, **options)
+    assert list(client.list()) == []  # the first request of the connection
+    return client
+
+
+def posts(proxy: FlakyProxy, path: bytes) -> int:
+    return sum(request.startswith(b"POST " + path + b" ") for request in proxy.requests)
+
+
+def test_a_post_with_no_retries_is_sent_once_when_its_kept_alive_connection_drops(served, proxy):
+    client = _kept_alive(served, proxy, ("drop",))
+    with pytest.raises(ConnectionFailed) as caught:
+        client.request("POST", "/jobs", {"type": "email"}, retries=0)
+    assert caught.value.attempts == 1
+    assert posts(proxy, b"/jobs") == 1  # the old transport sent it again on a new connection
+    assert len(client.list()) == 1  # the server made the job before the connection dropped: once
+
+
+def test_a_batch_with_no_retries_is_sent_once_when_its_kept_alive_connection_drops(served, proxy):
+    client = _kept_alive(served, proxy, ("drop",))
+    batch = {"jobs": [{"type": "email", "payload": {"n": n}} for n in range(2)]}
+    with pytest.raises(ConnectionFailed):
+        client.request("POST", "/jobs/batch", batch, retries=0)
+    assert posts(proxy, b"/jobs/batch") == 1
+    assert len(client.list()) == 2
+
+
+def test_a_client_without_retries_sends_a_cancel_once(served, proxy):
+    client = _kept_alive(served, proxy, ("forward", "drop"), retries=0)
+    job = client.enqueue("email")
+    with pytest.raises(ConnectionFailed):
+        client.cancel(job.id)
+    assert posts(proxy, f"/jobs/{job.id}/cancel".encode()) == 1
+    assert client.get(job.id).status == "cancelled"
+
+
+def test_requests_safe_to_repeat_still_recover_from_a_dropped_kept_alive_connection(served, proxy):
+    # An enqueue carries its idempotency key, so even with retries=0 the resend finds the first job.
+    client = _kept_alive(served, proxy, ("drop",), retries=0)
+    job = client.enqueue("email", {"n": 1})
+    assert posts(proxy, b"/jobs") == 2 and [j.id for j in client.list()] == [job.id]
+    # A batch likewise, and a request that carries an Idempotency-Key header.
+    client = _kept_alive(served, proxy, ("drop",), retries=0)
+    client.enqueue_many([{"type": "email"}, {"type": "pdf"}])
+    assert posts(proxy, b"/jobs/batch") == 2 and len(client.list()) == 2
+    client = _kept_alive(served, proxy, ("drop",))
+    keyed = {"Idempotency-Key": "by-hand-7"}
+    made = client.request("POST", "/jobs", {"type": "email"}, headers=keyed, retries=0)
+    assert made["idempotency_key"] == "by-hand-7" and len(client.list()) == 1
+    # A read: the transport sends it again at once.
+    client = _kept_alive(served, proxy, ("forward", "drop"), retries=0)
+    job = client.enqueue("pdf")
+    assert client.get(job.id) == job
+    # A POST with retries left is sent again by the retry loop; nothing here makes it twice.
+    client = _kept_alive(served, proxy, ("drop",), retries=1)
+    client.enqueue("pdf", idempotency_key="twice")
+    assert len(client.list()) == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_before_a_post_goes_once(served, proxy):
+    """The usual reason a kept-alive connection fails: the server's keep-alive timeout closed it. A
+    request with retries=0 is not sent on it: the client sees the close first and opens a new one."""
+    client = _kept_alive(served, proxy, ("close",))
+    time.sleep(0.2)  # the proxy closes the idle connection
+    made = client.request("POST", "/jobs", {"type": "email"}, retries=0)
+    assert made["status"] == "pending" and posts(proxy, b"/jobs") == 1
+    assert proxy.connections == 2 and [j.id for j in client.list()] == [made["id"]]

@@ -192,6 +192,83 @@ EXACT = [
         f"https://api.telegram.org/bot123456789:{R}/sendMessage",
     ),
     ("bot token 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", f"bot token 123456789:{R}"),
+    # -- shapes that progress messages show (issue 20, item 9) --
+    # quotes escaped as \u0022, \x22, &quot; or twice (JSON in a JSON string in a JSON string)
+    (
+        "{\\u0022password\\u0022: \\u0022hunter2\\u0022, \\u0022user\\u0022: \\u0022bob\\u0022}",
+        f"{{\\u0022password\\u0022: \\u0022{R}\\u0022, \\u0022user\\u0022: \\u0022bob\\u0022}}",
+    ),
+    ("token=\\x22abc def\\x22 next", f"token=\\x22{R}\\x22 next"),
+    ("{'api_key': \\x27k1\\x27}", f"{{'api_key': \\x27{R}\\x27}}"),
+    (
+        "{&quot;password&quot;: &quot;hunter 2&quot;, &quot;user&quot;: &quot;bob&quot;}",
+        f"{{&quot;password&quot;: &quot;{R}&quot;, &quot;user&quot;: &quot;bob&quot;}}",
+    ),
+    ("secret=&#34;abc&#34;", f"secret=&#34;{R}&#34;"),
+    (
+        'body "{\\\\\\"password\\\\\\": \\\\\\"a b\\\\\\"}"',
+        f'body "{{\\\\\\"password\\\\\\": \\\\\\"{R}\\\\\\"}}"',
+    ),
+    # the value on the next line, or a YAML block (every line indented more than its key)
+    ("password=\nhunter2", f"password=\n{R}"),
+    ("password:\n    hunter2 (from vault)", f"password:\n    {R} (from vault)"),
+    ('token:\r\n  "a b"', f'token:\r\n  "{R}"'),
+    (
+        "db:\n  password: |\n    line one\n\n    line two\n  user: bob",
+        f"db:\n  password: |\n    {R}\n  user: bob",
+    ),
+    ("private_key: >-\n  abc\n  def\nnext: 1", f"private_key: >-\n  {R}\nnext: 1"),
+    # XML CDATA
+    ("<password><![CDATA[hun]ter 2]]></password>", f"<password><![CDATA[{R}]]></password>"),
+    ("<wsse:Password><![CDATA[x]]></wsse:Password>", f"<wsse:Password><![CDATA[{R}]]></wsse:Password>"),
+    # an error named for a wrong password: its message is often the password
+    ("InvalidPasswordError: hunter2", f"InvalidPasswordError: {R}"),
+    ("auth.WrongPasswordException: hunter 2\nnext", f"auth.WrongPasswordException: {R}\nnext"),
+    # the word for password in other languages
+    ("senha: hunter2", f"senha: {R}"),
+    ("SENHA=hunter2 ok", f"SENHA={R} ok"),
+    ("密码: hunter2", f"密码: {R}"),
+    ("数据库密码：hunter2", f"数据库密码：{R}"),
+    ("contraseña=hunter2", f"contraseña={R}"),
+    ("CONTRASEÑA: hunter2", f"CONTRASEÑA: {R}"),
+    ("Passwort: x Kennwort: y", f"Passwort: {R} Kennwort: {R}"),
+    # user:password@host without a scheme (the password only)
+    ("connect app:hunter2@db:5432/prod failed", f"connect app:{R}@db:5432/prod failed"),
+    ("dsn=root:p4ss@tcp(db:3306)/app", f"dsn=root:{R}@tcp(db:3306)/app"),
+    ("host user:pw@10.0.0.5/db", f"host user:{R}@10.0.0.5/db"),
+    # private key armour in lowercase, with four dashes, with spaces (SSH2)
+    ("x -----begin rsa private key-----\nMIIE\n-----end rsa private key----- y", f"x {R} y"),
+    ("x ----BEGIN PRIVATE KEY----\nMIIE\n----END PRIVATE KEY---- y", f"x {R} y"),
+    (
+        "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nAAAA\n---- END SSH2 ENCRYPTED PRIVATE KEY ---- z",
+        f"{R} z",
+    ),
+    ("x ----begin private key----\nMIIE cut short", f"x {R}"),
+    # more token shapes
+    ("mailgun key-3ax6xnjp29jd6fds4gc373sgvjxteol0 ok", f"mailgun {R} ok"),
+    ("do dop_v1_" + "a1b2" * 16 + " ok", f"do {R} ok"),
+    ("shop shpat_" + "ab12" * 8 + " shpss_" + "CD34" * 8, f"shop {R} {R}"),
+    ("runner glrt-abcdefghij0123456789xyz ok", f"runner {R} ok"),
+    ("twilio SK" + "0123456789abcdef" * 2 + " ok", f"twilio {R} ok"),
+    ("square EAAA" + "l0_-" * 15 + " ok", f"square {R} ok"),
+    # JWTs wrapped over lines
+    (
+        "jwt: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3O\nDkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        f"jwt: {R}",
+    ),
+    (
+        "x eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmN\n    Hl0w5N_XgL0n3I9PlFUP0THsR8U y",
+        f"x {R} y",
+    ),
+    (
+        "x eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U\n"
+        "Traceback (most recent call last):",
+        f"x {R}\nTraceback (most recent call last):",
+    ),
+    (
+        "the token\neyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.\ndozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U\n",
+        f"the token\n{R}\n",
+    ),
 ]
 
 # -- messages that must keep their text ----------------------------------------------------------------
@@ -220,7 +297,7 @@ KEPT = [
     "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
     "pk_live_abcdefghijklmnop1234 is a publishable key",
     "risk-assessment-report-2024-01-01-final task_test_abcdefghijkl",
-    'empty: password="" and password=\nnext line',
+    'empty: password="" and password=\n\nnext paragraph',
     "<Key>reports/2024.csv</Key><Message>The specified key does not exist.</Message>",
     "<password/> <token></token> <password> </password>",
     "mysql -p app",
@@ -228,6 +305,15 @@ KEPT = [
     "ssh -p 2222 host; scp -pr a b",
     "curl -u bob https://example.com",
     "npm_abc hf_short pypi-2024 12:AAA",
+    # words and shapes near the new ones (issue 20, item 9)
+    "keyboard layout; passage 3; keyword args; key-value store; SKU 1234; EAAA test",
+    "connect to db:5432 failed; retrying https://example.com:8443/path?x=1",
+    "mailto:bob@example.com and git@github.com:org/repo.git at 12:30",
+    "pulled nginx:1.25@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31",
+    "InvalidRequestError: bad input; PasswordPolicyError: too short",
+    "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----; ----begin certificate----",
+    "<password><![CDATA[]]></password> <note><![CDATA[x]]></note>",
+    "config:\n  user: bob\n  host: db",
 ]
 
 # -- false positives accepted (see the README, Security): the value after a secret-looking name goes ------
@@ -273,6 +359,30 @@ def test_redacting_twice_changes_nothing_more(text, expected):
             "MIIEpAIBAAKCAQEA",
         ),
         ("token=abc&next=1", "abc"),
+        ("{\\u0022password\\u0022: \\u0022hunter2\\u0022}", "hunter2"),
+        ("password=\\x22hunter2\\x22", "hunter2"),
+        ("password=\nhunter2", "hunter2"),
+        ("password: |\n  hunter2\n  more", "hunter2"),
+        ("&quot;password&quot;:&quot;hunter2&quot;", "hunter2"),
+        ("<password><![CDATA[hunter2]]></password>", "hunter2"),
+        ('{\\\\\\"password\\\\\\":\\\\\\"hunter2\\\\\\"}', "hunter2"),
+        ("InvalidPasswordError: hunter2", "hunter2"),
+        ("senha: hunter2", "hunter2"),
+        ("密码: hunter2", "hunter2"),
+        ("contraseña=hunter2", "hunter2"),
+        ("app:hunter2@db:5432", "hunter2"),
+        ("-----begin private key-----\nMIIEvQIBADAN\n-----end private key-----", "MIIEvQIBADAN"),
+        ("----BEGIN PRIVATE KEY----\nMIIEvQIBADAN\n----END PRIVATE KEY----", "MIIEvQIBADAN"),
+        ("key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "3ax6xnjp29jd6fds4gc373sgvjxteol0"),
+        ("dop_v1_" + "0f" * 32, "0f" * 32),
+        ("shpat_" + "0f" * 16, "0f" * 16),
+        ("glrt-abcdefghij0123456789", "abcdefghij0123456789"),
+        ("SK" + "0f" * 16, "0f" * 16),
+        ("EAAA" + "x1" * 30, "x1" * 30),
+        (
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3\nODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9\nPlFUP0THsR8U",
+            "PlFUP0THsR8U",
+        ),
     ],
 )
 def test_secrets_are_redacted(text, secret):
@@ -300,6 +410,9 @@ ADVERSARIAL = [
     *("mysql ", "mysql a ", "mysql -u ", "'mysql', '", "curl a:b "),
     *("npm_", "hf_", "pypi-", "https://discord.com/api/webhooks/1/", "1:AA", "A"),
     "passwordpassword" + "x" * 60 + ":",
+    "eyJ" + "a" * 60 + "\n",
+    *("\\u0022", "&quot;", "<a><![CDATA[", "<a><![CDATA[x]", " eyJaaaaaaaa\n", "eyJaaaaaaaa.\n", "a:b@"),
+    *("-----begin ", "----", "InvalidPasswordError: ", 'password\\\\\\"', "密码", "key-", "SK", "EAAA"),
 ]
 # Text where nearly everything is a secret: every few characters a value to mask.
 DENSE = [
@@ -312,6 +425,9 @@ DENSE = [
     "mysql -pa ",
     "sshpass -p ",
     "curl -u ",
+    "password:\n",
+    "password: |\n  a\n",
+    "密码：a ",
 ]
 _ABSENT = re.compile(r"[\x00-\x08]")  # never in these texts: one pass of `re` over every character
 

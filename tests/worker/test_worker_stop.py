@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from queuelog.auth import revoke_key
 from tests.worker.processes import FAST, session, wait_until
 
 
@@ -75,4 +76,36 @@ def test_a_refused_claim_stops_the_worker_with_the_servers_reason(app, keys, liv
     assert proc.wait(timeout=20) == 1
     text = workers.output(proc)
     assert "claim refused (HTTP 401 Unauthorized: the API key is unknown or revoked)" in text
-    assert "Traceback" not in text
+    assert "Traceback" not in text and "stopped cleanly" not in text
+    assert "stopped, not cleanly: the server refused this worker's key (HTTP 401" in text
+
+
+def test_a_key_revoked_while_the_worker_runs_stops_it_saying_so(app, keys, live_server, workers):
+    server = live_server(env=FAST)
+    producer = session(keys.raw("producer", "alice"))
+    job = producer.post(f"{server.url}/jobs", json={"type": "email", "payload": {}}).json()
+    proc = workers.start(server.url, keys.raw("worker", "w-revoked"), "--wait-seconds", "1")
+    wait_until(
+        lambda: producer.get(f"{server.url}/jobs/{job['id']}").json()["status"] == "completed", 20, "the job"
+    )
+    assert proc.poll() is None  # working with a good key
+    revoke_key(keys.db, "w-revoked")
+    assert proc.wait(timeout=20) == 1
+    text = workers.output(proc)
+    assert (
+        "the server refused this worker's key (HTTP 401 Unauthorized: the API key is unknown or revoked)"
+        in text
+    )
+    assert "ERROR queuelog.worker: stopped, not cleanly: the server refused this worker's key" in text
+    assert "stopped cleanly" not in text and "Traceback" not in text
+    assert "claim failed" not in text  # a refusal is not retried as if the server were down
+
+
+def test_claims_refused_for_another_reason_are_named_as_such(app, keys, live_server, workers):
+    server = live_server(env=FAST)
+    # A producer's key may not claim: 403, not a key the server does not know.
+    proc = workers.start(server.url, keys.raw("producer", "alice"), "--wait-seconds", "1")
+    assert proc.wait(timeout=20) == 1
+    text = workers.output(proc)
+    assert "stopped, not cleanly: the server refused its claims (HTTP 403" in text
+    assert "stopped cleanly" not in text and "refused this worker's key" not in text
