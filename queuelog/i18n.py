@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import io
 import threading
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
-from zoneinfo import available_timezones
 
 from babel import support
 from babel.messages.mofile import write_mo
@@ -16,6 +15,7 @@ from flask_babel import Babel, Domain, get_locale
 from flask_login import current_user
 
 from queuelog.paths import TRANSLATIONS
+from queuelog.queue.cron import place_zone, zone_names
 
 # Locale code -> the language's own name (shown in the language menu).
 LANGUAGES = {"en": "English", "pt_BR": "Português (Brasil)", "de": "Deutsch", "zh_Hans": "简体中文"}
@@ -62,22 +62,16 @@ def select_timezone() -> str:
     return "UTC"
 
 
-@lru_cache(maxsize=1)
 def timezone_choices() -> tuple[str, ...]:
-    """The zones a person may choose: the IANA "Area/Location" names, and UTC. Not "Factory",
-    "localtime" or "posixrules", which exist on disk but are no place anyone lives in."""
-    areas = (z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/")))
-    return (*sorted(areas), "UTC")
+    """The zones a person may choose: those a schedule may name (``queuelog.queue.cron.zone_names``), the
+    IANA "Area/Location" names and UTC. Not "Factory", "localtime" or "posixrules", which exist on disk
+    but are no place anyone lives in."""
+    return zone_names()
 
 
 def valid_timezone(name: str) -> bool:
     """Is ``name`` one of ``timezone_choices()``?"""
-    return name in _timezone_set()
-
-
-@lru_cache(maxsize=1)
-def _timezone_set() -> frozenset[str]:
-    return frozenset(timezone_choices())
+    return place_zone(name) is not None
 
 
 class Catalogs(Domain):

@@ -90,3 +90,26 @@ def test_refusals_are_one_line_and_exit_1(runner, app):
     assert every_one.endswith("; type: unknown or disabled job type 'nope'; allowed: email, pdf, sync")
     assert "schedule 'nope' does not exist" in refused("remove", "nope")
     assert runner.invoke(args=["schedules", "list"]).stdout == ""
+
+
+def test_zones_that_are_no_place_and_crons_that_never_fire_are_refused(runner):
+    def add(name: str, *args: str):
+        return runner.invoke(args=["schedules", "add", name, "--type", "email", *args])
+
+    for zone in ("localtime", "Factory", "posixrules", "right/UTC", "EST", "Etc/UTC", "Etc/GMT+5"):
+        refused = add("a", "--cron", "@daily", "--timezone", zone)
+        assert refused.exit_code == 1 and refused.stdout == "", zone
+        assert refused.stderr.strip() == "Error: timezone: is not an IANA time zone (e.g. Europe/Berlin)", (
+            zone
+        )
+    never = add("a", "--cron", "30 2 * 3 SUN#2", "--timezone", "America/New_York")
+    assert never.exit_code == 1 and never.stderr.strip() == "Error: cron: never matches a date"
+    for zone in ("Europe/Berlin", "America/New_York", "UTC"):
+        added = add(zone.replace("/", "-"), "--cron", "@daily", "--timezone", zone)
+        assert added.exit_code == 0 and added.stdout.startswith(f"added schedule {zone.replace('/', '-')}")
+    listing = runner.invoke(args=["schedules", "list"]).stdout
+    assert [line.split("\t")[0] for line in listing.splitlines()] == [
+        "America-New_York",
+        "Europe-Berlin",
+        "UTC",
+    ]

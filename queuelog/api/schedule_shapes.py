@@ -22,7 +22,9 @@ _SCHEDULE_FIELDS = {
     ),
     "interval_seconds": integer(1, MAX_INTERVAL_SECONDS, "A fixed interval instead of cron.", nullable=True),
     "timezone": text(
-        64, "An IANA time zone (e.g. Europe/Berlin) for cron; daylight saving time is followed."
+        64,
+        "The zone of a place for cron: an IANA Area/Location name (e.g. Europe/Berlin) or UTC; not "
+        "localtime, Etc/... or EST (else 422). Daylight saving time is followed.",
     ),
     "missed": choice(
         MISSED_POLICIES, "After downtime: fire_once makes one job for the missed slots, skip none."

@@ -8,14 +8,19 @@ placed in the zone here, which gives the rules of docs/schedules.md (Daylight sa
 - a wall-clock time the zone repeats (fall back) is one slot, at its first occurrence.
 
 Intervals count in real seconds from the slot before, whatever the zone.
+
+A schedule names a place's zone (``place_zone``): an IANA "Area/Location" name or UTC. Names that exist on
+disk but are no place ("localtime", "posixrules", "Factory", "right/UTC", "EST", "Etc/GMT+5") are refused,
+so that no schedule's fire times depend on a server's own settings (docs/schedules.md, Settings).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -64,8 +69,36 @@ def cron_refusal(expression: str, field: str = "cron") -> JobValidationError | N
     return None
 
 
+@lru_cache(maxsize=1)
+def zone_names() -> tuple[str, ...]:
+    """The zones a schedule may name (and a person may choose on the pages): the IANA "Area/Location"
+    names, sorted, then UTC. Not "localtime", "posixrules" or "Factory" (files beside the zones, the first
+    one the server's own zone), not "EST", "CET" or "GB" (old names without an area), not "Etc/..." (fixed
+    offsets whose sign is the opposite of ISO's: "Etc/GMT+5" is five hours behind UTC; "Etc/UTC" is UTC),
+    and not the "posix/" and "right/" copies of the database (the latter counts leap seconds)."""
+    areas = (
+        name
+        for name in available_timezones()
+        if "/" in name and not name.startswith(("Etc/", "SystemV/", "posix/", "right/"))
+    )
+    return (*sorted(areas), "UTC")
+
+
+@lru_cache(maxsize=1)
+def _zone_set() -> frozenset[str]:
+    return frozenset(zone_names())
+
+
+def place_zone(name: str) -> ZoneInfo | None:
+    """The zone ``name`` if it is one of ``zone_names()``, else None: the one check of a schedule's zone
+    for the API, the page and the command line alike."""
+    return zone(name) if name in _zone_set() else None
+
+
 def zone(name: str) -> ZoneInfo | None:
-    """The IANA zone ``name``, or None when there is no such zone."""
+    """The zone stored as ``name``, or None when there is no such zone. This loads any name the zone
+    database has, so that a schedule saved before ``place_zone`` was the check keeps its fire times; new
+    names are checked with ``place_zone``."""
     if not name or name != name.strip() or len(name) > 64:
         return None
     try:

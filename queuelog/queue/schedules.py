@@ -12,13 +12,13 @@ import json
 import logging
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from queuelog.engines.records import NewJob
 from queuelog.engines.schedules import Fired, Firing, ScheduleEngine
 from queuelog.models import Schedule
-from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_refusal, slot_after, upcoming, zone
+from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_refusal, place_zone, slot_after, upcoming
 from queuelog.queue.errors import Code, InvalidValues, JobValidationError, QueueError
 from queuelog.queue.spec import JobSpec
 
@@ -78,18 +78,26 @@ def timing_of(schedule: Schedule) -> Timing:
     return Timing(schedule.cron, schedule.interval_seconds, schedule.timezone)
 
 
-def timing_refusals(cron: str | None, interval: int | None, timezone: str) -> list[JobValidationError]:
-    """What is wrong with a schedule's timing, field by field (none when it is usable)."""
+def timing_refusals(
+    cron: str | None, interval: int | None, timezone: str, now: datetime | None = None
+) -> list[JobValidationError]:
+    """What is wrong with a schedule's timing, field by field (none when it is usable). A cron expression
+    that matches dates but no time that exists in its zone after ``now`` (``30 2 * 3 SUN#2`` in
+    America/New_York, always in the spring-forward gap) can never fire: ``CRON_NEVER``."""
     refusals = []
+    tz = place_zone(timezone)
     if (cron is None) == (interval is None):
         refusals.append(JobValidationError(Code.TIMING_NEEDED, field="cron"))
     elif cron is not None and (refusal := cron_refusal(cron)):
         refusals.append(refusal)
+    elif cron is not None and tz is not None:
+        if slot_after(Timing(cron, None, timezone), now or datetime.now(UTC)) is None:
+            refusals.append(JobValidationError(Code.CRON_NEVER, field="cron"))
     elif interval is not None and not 1 <= interval <= MAX_INTERVAL_SECONDS:
         refusals.append(
             JobValidationError(Code.INTERVAL_OUT_OF_RANGE, field="interval_seconds", max=MAX_INTERVAL_SECONDS)
         )
-    if zone(timezone) is None:
+    if tz is None:
         refusals.append(JobValidationError(Code.UNKNOWN_TIMEZONE, field="timezone", timezone=timezone))
     return refusals
 
@@ -112,7 +120,7 @@ class Schedules:
                 JobValidationError(Code.BAD_SCHEDULE_NAME, field="name", max_length=NAME_MAX_LENGTH)
             )
         cron = None if values.cron is None else values.cron.strip()
-        refusals += timing_refusals(cron, values.interval_seconds, values.timezone)
+        refusals += timing_refusals(cron, values.interval_seconds, values.timezone, self.queue.clock())
         if values.missed not in MISSED_POLICIES:
             refusals.append(
                 JobValidationError(Code.BAD_MISSED_POLICY, field="missed", allowed=list(MISSED_POLICIES))
@@ -232,37 +240,57 @@ class Schedules:
         return self._spec(schedule).new_job(now)
 
     def plan(self, schedule: Schedule, now: datetime) -> tuple[datetime | None, datetime | None]:
-        """For a due schedule: the slot to fire now (None: the missed slots are passed over) and the next
-        fire time (docs/schedules.md, Missed slots)."""
+        """For a due schedule: the slot to fire now (None: the missed slots are passed over without a job)
+        and the next fire time, which may be due as well (docs/schedules.md, Missed slots).
+
+        A slot less than ``GRACE`` before ``now`` is on time: it fires on its own, and the schedule moves
+        to the slot after it, so that every on-time slot fires even when a tick comes later than the
+        interval. Older slots are missed: ``fire_once`` makes one job for them all (keyed by the first),
+        ``skip`` none; either way the schedule moves to its first on-time slot."""
         timing, slot = timing_of(schedule), schedule.next_fire_at
         assert slot is not None
-        if schedule.missed == "fire_once" or now - slot <= GRACE:
-            return slot, slot_after(timing, now, slot)
-        # skip: slots more than GRACE ago are passed over; one within GRACE is still on time.
-        recent = slot_after(timing, now - GRACE, slot)
-        if recent is not None and recent <= now:
-            return recent, slot_after(timing, now, recent)
-        return None, recent
+        if slot > now - GRACE:
+            return slot, slot_after(timing, slot, slot)
+        on_time = slot_after(timing, now - GRACE, slot)  # the first slot not missed (it may be due)
+        if schedule.missed == "fire_once":
+            return slot, on_time
+        if on_time is not None and on_time <= now:  # skip, with a slot on time: fire that one now
+            return on_time, slot_after(timing, on_time, on_time)
+        return None, on_time
 
-    def fire_due(self, limit: int = 100) -> list[Fired]:
-        """Fire every due slot (at most ``limit`` schedules); returns what each firing did."""
-        now = self.queue.clock()
-        out = []
-        for schedule in self.engine.due_schedules(now=now, limit=limit):
-            slot, following = self.plan(schedule, now)
-            job = None
-            if slot is not None:
-                try:
-                    self.queue.types.check([self._spec(schedule)])
-                    job = self._new_job(schedule, now)
-                except JobValidationError as exc:
-                    log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc)
-            firing = Firing(
-                schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
-                schedule.revision, following,
-                job, owner_of(schedule.name), (slot or now) - FORGET_AFTER,
-            )  # fmt: skip
-            out.append(fired := self.engine.fire_schedule(firing, now=now))
-            if fired.job is not None:
-                self.queue._notify_arrival()
-        return out
+    def fire_due(self, batch: int = 100) -> list[Fired]:
+        """Fire every slot due now, each on-time slot on its own, and return what each firing did.
+
+        Due schedules are read ``batch`` at a time, soonest first, and read again after each batch (a
+        schedule fired may have its next slot due too) until none is due at the time the call began, or
+        a batch fired nothing (another server fires them, and goes on until none is due). The slots due
+        are finite, so the call ends; a schedule edited in between is read again."""
+        began = self.queue.clock()
+        out: list[Fired] = []
+        while True:
+            batch_fired = [
+                self._fire(s, self.queue.clock()) for s in self.engine.due_schedules(now=began, limit=batch)
+            ]
+            out += batch_fired
+            if not any(f.fired for f in batch_fired):
+                return out
+
+    def _fire(self, schedule: Schedule, now: datetime) -> Fired:
+        """Fire a due schedule's slot as ``plan`` says, in one guarded transaction of the engine."""
+        slot, following = self.plan(schedule, now)
+        job = None
+        if slot is not None:
+            try:
+                self.queue.types.check([self._spec(schedule)])
+                job = self._new_job(schedule, now)
+            except JobValidationError as exc:
+                log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc)
+        firing = Firing(
+            schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
+            schedule.revision, following,
+            job, owner_of(schedule.name), (slot or now) - FORGET_AFTER,
+        )  # fmt: skip
+        fired = self.engine.fire_schedule(firing, now=now)
+        if fired.job is not None:
+            self.queue._notify_arrival()
+        return fired

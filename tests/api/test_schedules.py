@@ -116,6 +116,34 @@ def test_every_bad_field_is_named_at_once(admin):
     assert admin.get("/schedules").json == {"schedules": []}
 
 
+def test_zones_that_are_no_place_are_422_and_places_201(admin):
+    """One check of the zone (queuelog/queue/cron.py place_zone) for the API, the page and the CLI."""
+    for name in ("localtime", "Factory", "posixrules", "right/UTC", "EST", "Etc/UTC", "Etc/GMT+5"):
+        answer = admin.post("/schedules", json={**BODY, "timezone": name})
+        assert answer.status_code == 422, (name, answer.json)
+        assert [e["field"] for e in answer.json["errors"]] == ["timezone"], name
+    assert admin.get("/schedules").json == {"schedules": []}
+    for name, utc in [("Europe/Berlin", "01:30"), ("America/New_York", "07:30"), ("UTC", "02:30")]:
+        created = admin.post("/schedules", json={**BODY, "name": name.replace("/", "-"), "timezone": name})
+        assert created.status_code == 201, (name, created.json)
+        assert created.json["timezone"] == name and created.json["upcoming"][0][11:16] == utc, name
+    changed = patch(admin, "/schedules/UTC", {"timezone": "localtime"})
+    assert changed.status_code == 422 and [e["field"] for e in changed.json["errors"]] == ["timezone"]
+    assert admin.get("/schedules/UTC").json["timezone"] == "UTC"
+
+
+def test_a_cron_that_can_never_fire_is_422_naming_cron(admin):
+    never = {**BODY, "cron": "30 2 * 3 SUN#2", "timezone": "America/New_York"}  # always in the DST gap
+    answer = admin.post("/schedules", json=never)
+    assert answer.status_code == 422, answer.json
+    assert [(e["field"], e["message"]) for e in answer.json["errors"]] == [("cron", "never matches a date")]
+    assert admin.get("/schedules").json == {"schedules": []}
+    assert admin.post("/schedules", json={**never, "timezone": "Europe/Berlin"}).status_code == 201
+    changed = patch(admin, "/schedules/nightly", {"timezone": "America/New_York"})
+    assert changed.status_code == 422 and [e["field"] for e in changed.json["errors"]] == ["cron"]
+    assert admin.get("/schedules/nightly").json["timezone"] == "Europe/Berlin"
+
+
 def test_unknown_schedules_are_404(admin):
     for answer in (
         admin.get("/schedules/nope"),

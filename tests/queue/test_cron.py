@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from queuelog.queue import Code
-from queuelog.queue.cron import Timing, cron_refusal, slot_after, upcoming
+from queuelog.queue.cron import Timing, cron_refusal, place_zone, slot_after, upcoming, zone, zone_names
 
 NY = ZoneInfo("America/New_York")
 
@@ -76,3 +76,13 @@ def test_cron_refusals():
         refusal = cron_refusal(expression)
         assert refusal is not None and (refusal.code, refusal.field) == (code, "cron"), expression
     assert cron_refusal("0 0 30 2 *").params == {"reason": "Bad day-of-month"}
+
+
+def test_a_schedule_names_a_place_or_utc():
+    names = zone_names()
+    assert names[-1] == "UTC" and {"Europe/Berlin", "America/New_York", "Asia/Kolkata"} <= set(names)
+    for name in ("localtime", "Factory", "posixrules", "right/UTC", "posix/UTC", "EST", "CET", "GMT",
+                 "Etc/UTC", "Etc/GMT+5", "", " UTC", "Europe/Nowhere"):  # fmt: skip
+        assert name not in names and place_zone(name) is None, name
+    assert place_zone("Europe/Berlin") == ZoneInfo("Europe/Berlin") and place_zone("UTC") == ZoneInfo("UTC")
+    assert zone("EST") is not None  # a schedule saved with it before keeps its fire times

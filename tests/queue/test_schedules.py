@@ -1,6 +1,6 @@
 """Schedules' policy (queuelog/queue/schedules.py) on both engines, with an injectable clock: checks,
-firing on time, missed slots after downtime, pause and resume, "run now", and two app servers firing
-the same schedule at once."""
+firing on time (every on-time slot once, however late the tick), missed slots after downtime, pause and
+resume, "run now", and two app servers (threads, then processes) firing the same schedules at once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import select
 
 from queuelog.db import Database
+from queuelog.models import Schedule, ScheduleFire
 from queuelog.queue import Code, JobValidationError, Queue
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues
@@ -44,8 +46,37 @@ def daily(name: str = "nightly", **kw) -> ScheduleValues:
     )
 
 
-def jobs_of(sched: Schedules, name: str = "nightly"):
-    return sched.queue.list_jobs(owner=f"schedule:{name}", limit=100)
+def jobs_of(sched: Schedules, name: str = "nightly", limit: int = 100):
+    return sched.queue.list_jobs(owner=f"schedule:{name}", limit=limit)
+
+
+def every_second(name: str = "tick", **kw) -> ScheduleValues:
+    return daily(name, cron=None, interval_seconds=1, **kw)
+
+
+def seconds(*numbers: int) -> list[datetime]:
+    return [START + timedelta(seconds=n) for n in numbers]
+
+
+def fires(db: Database, name: str) -> list[tuple[datetime, int | None]]:
+    """The slots a schedule fired (or passed over), each with its job, in order."""
+    statement = (
+        select(ScheduleFire.slot_at, ScheduleFire.job_id)
+        .join(Schedule, Schedule.id == ScheduleFire.schedule_id)
+        .where(Schedule.name == name)
+        .order_by(ScheduleFire.slot_at)
+    )
+    with db.session() as session:
+        return [(slot, job) for slot, job in session.execute(statement)]
+
+
+def assert_each_slot_once(sched: Schedules, name: str, slots: list[datetime]) -> None:
+    """Each of ``slots`` fired once with a job of its own, and the schedule made no other job: every
+    on-time slot fired, and none twice."""
+    fired = fires(sched.queue.db, name)
+    assert [slot for slot, _ in fired] == slots
+    jobs = sorted(job.id for job in jobs_of(sched, name, limit=1000))
+    assert sorted(job for _, job in fired) == jobs and len(jobs) == len(slots)
 
 
 def refused(sched: Schedules, values: ScheduleValues) -> dict[str, Code]:
@@ -98,6 +129,36 @@ def test_every_bad_field_is_refused_at_once(sched):
     assert sched.all() == []
 
 
+# Zone names the database has that are no place: the server's own zone, its defaults file, "no zone",
+# the leap-second copy, old names without an area, fixed offsets, the POSIX copy.
+NO_PLACE = ["localtime", "Factory", "posixrules", "right/UTC", "EST", "GMT", "Etc/UTC", "Etc/GMT+5",
+            "posix/Europe/Berlin"]  # fmt: skip
+
+
+def test_zones_that_are_no_place_are_refused_and_places_accepted(sched):
+    for name in NO_PLACE:
+        assert refused(sched, daily(timezone=name)) == {"timezone": Code.UNKNOWN_TIMEZONE}, name
+    assert sched.all() == []
+    for name, utc_hour in [("Europe/Berlin", 2), ("America/New_York", 8), ("UTC", 3)]:  # 03:00 there
+        added = sched.add(daily(name.replace("/", "-"), timezone=name), "ada")
+        assert added.next_fire_at == START.replace(hour=utc_hour) + timedelta(days=1), name
+
+
+def test_a_cron_that_can_never_fire_in_its_zone_is_refused(sched):
+    """The second Sunday of March at 02:30 is always in New York's spring-forward gap; not in Berlin's."""
+    never = daily(cron="30 2 * 3 SUN#2", timezone="America/New_York")
+    assert refused(sched, never) == {"cron": Code.CRON_NEVER}
+    assert refused(sched, daily(cron="30 2 * 3 SUN#2", timezone="localtime")) == {
+        "timezone": Code.UNKNOWN_TIMEZONE
+    }
+    berlin = sched.add(daily(cron="30 2 * 3 SUN#2", timezone="Europe/Berlin"), "ada")
+    assert berlin.next_fire_at == datetime(2030, 3, 10, 1, 30, tzinfo=UTC)  # 02:30 CET
+    with pytest.raises(JobValidationError) as caught:
+        sched.update("nightly", never, "ada")
+    assert (caught.value.code, caught.value.field) == (Code.CRON_NEVER, "cron")
+    assert sched.get("nightly").timezone == "Europe/Berlin"
+
+
 def test_aliases_and_intervals(sched, clock):
     assert sched.add(daily("a", cron="@hourly"), "ada").next_fire_at == START + timedelta(hours=1)
     assert sched.add(daily("b", cron="@daily"), "ada").next_fire_at == START + timedelta(hours=12)
@@ -136,6 +197,59 @@ def test_skip_still_fires_a_slot_within_the_grace(sched, clock):
     assert fired.job is not None and fired.job.created_at == clock.now
     assert sched.get("often").last_fire_at == START + timedelta(minutes=10)
     assert sched.get("often").next_fire_at == START + timedelta(minutes=11)
+
+
+def test_every_on_time_slot_fires_when_ticks_are_slower_than_the_interval(sched, clock):
+    """A 1 s interval and a tick every 2 s (QUEUELOG_SCHEDULE_TICK=2): each tick fires both slots due."""
+    sched.add(every_second(), "ada")
+    for tick in range(1, 11):
+        clock.now = START + timedelta(seconds=2 * tick)
+        assert [f.fired for f in sched.fire_due()] == [True, True]
+    assert sched.fire_due() == []  # none twice
+    assert_each_slot_once(sched, "tick", seconds(*range(1, 21)))
+    assert sched.get("tick").next_fire_at == START + timedelta(seconds=21)
+
+
+@pytest.mark.parametrize("missed", ["fire_once", "skip"])
+def test_a_late_tick_fires_each_slot_still_on_time(sched, clock, missed):
+    """A tick 45 s late (a busy server): the slots of the last 60 s fire each, whatever the policy."""
+    sched.add(daily("poll", cron=None, interval_seconds=15, missed=missed), "ada")
+    clock.now = START + timedelta(seconds=15)
+    sched.fire_due()
+    clock.now = START + timedelta(seconds=75)  # 30 s is 45 s ago: on time, as are 45, 60 and 75 s
+    assert len(sched.fire_due()) == 4
+    assert_each_slot_once(sched, "poll", seconds(15, 30, 45, 60, 75))
+
+
+@pytest.mark.parametrize(("missed", "merged"), [("fire_once", 1), ("skip", 0)])
+def test_downtime_longer_than_the_window_applies_the_policy_to_the_missed_slots_only(
+    sched, clock, missed, merged
+):
+    """Slots 10, 20, ... 300 s; down until 300 s: those up to 240 s are missed, 250 to 300 on time."""
+    sched.add(daily("poll", cron=None, interval_seconds=10, missed=missed), "ada")
+    clock.now = START + timedelta(seconds=300)
+    sched.fire_due()
+    on_time = seconds(250, 260, 270, 280, 290, 300)
+    fired = fires(sched.queue.db, "poll")
+    assert [slot for slot, _ in fired] == seconds(10)[:merged] + on_time  # the merged job keyed by 10 s
+    assert all(job is not None for _, job in fired) and len(jobs_of(sched, "poll")) == merged + 6
+    assert sched.get("poll").next_fire_at == START + timedelta(seconds=310)
+    clock.now = START + timedelta(seconds=311)
+    sched.fire_due()
+    assert len(jobs_of(sched, "poll")) == merged + 7
+
+
+def test_many_due_schedules_are_all_fired_in_one_tick_none_merged(sched, clock):
+    """150 schedules with two slots due each: the batches of 100 are read until none is due."""
+    for i in range(150):
+        sched.add(every_second(f"s{i:03d}"), "ada")
+    clock.now = START + timedelta(seconds=2)
+    fired = sched.fire_due()
+    assert len(fired) == 300 and all(f.fired and f.job is not None for f in fired)
+    assert sched.fire_due() == []
+    for i in (0, 99, 100, 149):
+        assert_each_slot_once(sched, f"s{i:03d}", seconds(1, 2))
+    assert len(sched.queue.list_jobs(limit=1000)) == 300
 
 
 def test_a_disabled_type_passes_the_slot_over(sched, clock):
@@ -177,31 +291,74 @@ def test_update_replaces_the_settings_and_the_next_time(sched, clock):
         sched.update("nope", daily(), "bob")
 
 
-def test_two_app_servers_firing_at_once_make_one_job_per_slot(db, clock):
-    """Two servers, each with its own connections, fire every tick of a per-minute schedule at once."""
+@pytest.mark.parametrize(
+    ("values", "step", "tick"),
+    [
+        (daily("often", cron="* * * * *"), timedelta(minutes=1), timedelta(minutes=1)),
+        (every_second("often"), timedelta(seconds=1), timedelta(seconds=2)),  # a tick slower than the step
+    ],
+    ids=["cron-every-minute", "interval-1s-tick-2s"],
+)
+def test_two_app_servers_firing_at_once_fire_every_slot_once(db, clock, values, step, tick):
+    """Two servers, each with its own connections, fire at the same instants."""
     url = db.url.render_as_string(hide_password=False)
     servers = [Database(url), Database(url)]
     apps = [schedules_on(server, clock) for server in servers]
-    apps[0].add(daily("minutely", cron="* * * * *"), "ada")
-    for minute in range(1, 6):
-        clock.now = START + timedelta(minutes=minute, seconds=1)
+    apps[0].add(values, "ada")
+    for n in range(1, 6):
+        clock.now = START + n * tick + timedelta(milliseconds=1)
         start = threading.Barrier(len(apps))
 
-        def tick(app: Schedules, start: threading.Barrier) -> None:
+        def fire(app: Schedules, start: threading.Barrier) -> None:
             start.wait()
             app.fire_due()
 
-        threads = [threading.Thread(target=tick, args=(app, start)) for app in apps]
+        threads = [threading.Thread(target=fire, args=(app, start)) for app in apps]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    jobs = jobs_of(apps[0], "minutely")
     for server in servers:
         server.dispose()
-    assert sorted(job.created_at for job in jobs) == [
-        START + timedelta(minutes=m, seconds=1) for m in range(1, 6)
-    ]
+    assert_each_slot_once(
+        schedules_on(db, clock), "often", [START + n * step for n in range(1, 5 * tick // step + 1)]
+    )
+
+
+def _server_process(url: str, start_at: float, ticks: int, lag: float) -> int:
+    """One app server's process: its own Database and Schedules, firing at wall-clock instants shared
+    with the other process; its clock says tick k is START + 2k s (plus ``lag``): a tick every 2 s."""
+    import time
+
+    from tests.queue.conftest import Clock
+
+    clock = Clock()
+    server = Database(url)
+    app = schedules_on(server, clock)
+    made = 0
+    try:
+        for tick in range(1, ticks + 1):
+            time.sleep(max(0.0, start_at + tick * 0.25 - time.time()))
+            clock.now = START + timedelta(seconds=2 * tick + lag)
+            made += sum(1 for fired in app.fire_due() if fired.job is not None)
+    finally:
+        server.dispose()
+    return made
+
+
+def test_two_server_processes_fire_every_slot_once(db, clock):
+    """Two processes on one database (SQLite file or PostgreSQL) fire a 1 s interval at a 2 s tick."""
+    import multiprocessing
+    import time
+
+    sched = schedules_on(db, clock)
+    sched.add(every_second(), "ada")
+    url = db.url.render_as_string(hide_password=False)
+    start_at = time.time() + 2  # after both processes have started and imported
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        made = pool.starmap(_server_process, [(url, start_at, 6, 0.0), (url, start_at, 6, 0.001)])
+    assert sum(made) == 12
+    assert_each_slot_once(sched, "tick", seconds(*range(1, 13)))
 
 
 def test_the_maintenance_loop_fires_schedules_and_prunes(app):
