@@ -11,6 +11,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import jsonschema_rs
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from referencing import Registry, Resource
@@ -37,6 +38,10 @@ NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
 MAX_SCHEMA_DEPTH = 32
+MAX_SCHEMA_BYTES = 65_536  # the schema serialized compactly as UTF-8, as a payload is measured
+MAX_SCHEMA_VISITS = 1_000  # subschemas one value of a payload may be checked against
+_PAYLOAD_LEVELS = 32  # how deep payloads go (the default limit), for counting visits below the top
+_MAX_CHAIN = 300  # subschemas entered one inside another (references included) while counting
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 
@@ -48,33 +53,33 @@ def _refuse_retrieval(uri: str):
 _NO_RETRIEVAL = Registry(retrieve=_refuse_retrieval)
 
 
+def _refuse_fetch(uri: str):
+    """jsonschema-rs's retriever, for the same reason."""
+    raise LookupError(f"{uri} is not fetched")
+
+
+class _Unusable(Exception):
+    """A saved schema the validator cannot compile (saved before a rule of ``check_schema`` existed)."""
+
+
+def _compile(schema: Any) -> jsonschema_rs.Validator:
+    """The payload validator: jsonschema-rs, whose ``pattern`` and ``patternProperties`` run on the
+    ``regex`` crate, in time linear in the text (no lookaround, no backreferences), and whose
+    ``uniqueItems`` hashes. Formats are annotations, as JSON Schema 2020-12 has them."""
+    return jsonschema_rs.validator_for(
+        schema,
+        validate_formats=False,
+        pattern_options=jsonschema_rs.RegexOptions(),
+        retriever=_refuse_fetch,
+    )
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_text: str):
-    schema = json.loads(schema_text)
-    cls = validators.extend(validators.validator_for(schema), {"uniqueItems": _unique_items})
-    return cls(schema, registry=_NO_RETRIEVAL)
-
-
-def _unique_items(validator, unique: bool, instance: Any, schema: dict):
-    """``uniqueItems`` in linear time: the library compares unhashable items pairwise, so that 6,000
-    small objects in one payload cost minutes of CPU. Items are compared by a hashable canonical form
-    with JSON's equality (1 equals 1.0; true does not equal 1)."""
-    if unique and validator.is_type(instance, "array"):
-        seen: set[Any] = set()
-        for item in instance:
-            key = _canonical(item)
-            if key in seen:
-                yield schema_errors.ValidationError("has non-unique elements")
-                return
-            seen.add(key)
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ("o", frozenset((k, _canonical(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("l", tuple(_canonical(v) for v in value))
-    return (type(value) is bool, value)  # numbers compare by value whatever their Python type
+def _validator(schema_text: str) -> jsonschema_rs.Validator:
+    try:
+        return _compile(json.loads(schema_text))
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        raise _Unusable(str(exc)) from None
 
 
 class SchemaFault(StrEnum):
@@ -87,6 +92,9 @@ class SchemaFault(StrEnum):
     REMOTE_REF = "schema_remote_ref"  # ref: a reference outside the schema
     UNRESOLVABLE_REF = "schema_unresolvable_ref"  # ref
     INVALID = "schema_invalid"  # reason: the JSON Schema library's own (English) words
+    TOO_LARGE = "schema_too_large"  # size, limit: bytes
+    BAD_PATTERN = "schema_bad_pattern"  # pattern: one that linear-time matching cannot run
+    TOO_COSTLY = "schema_too_costly"  # limit: subschemas one payload value would be checked against
 
 
 class SchemaRefused(Refused):
@@ -166,7 +174,164 @@ def check_schema(schema: Any) -> SchemaRefused | None:
                 f"the reference {ref[:200]!r} points at nothing in the schema",
                 ref=ref[:200],
             )
+    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > MAX_SCHEMA_BYTES:
+        return SchemaRefused(
+            SchemaFault.TOO_LARGE,
+            f"is {size} bytes long, more than {MAX_SCHEMA_BYTES}",
+            size=size,
+            limit=MAX_SCHEMA_BYTES,
+        )
+    try:
+        _compile(schema)
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        pattern = getattr(exc, "instance", None)
+        path = list(getattr(exc, "schema_path", ()))
+        if (
+            isinstance(pattern, str)
+            and path
+            and (path[-1] == "pattern" or path[-2:-1] == ["patternProperties"])
+        ):
+            return SchemaRefused(
+                SchemaFault.BAD_PATTERN,
+                f"the pattern {pattern[:200]!r} uses lookaround or backreferences, which patterns here"
+                " cannot: they are matched in time linear in the text",
+                pattern=pattern[:200],
+            )
+        reason = str(getattr(exc, "message", exc))[:300]
+        return SchemaRefused(SchemaFault.INVALID, f"not a valid JSON Schema: {reason}", reason=reason)
+    try:
+        _Expansion(resolver).most_visits(schema)
+    except _TooCostly:
+        return schema_too_costly()
+    except Unresolvable as exc:
+        ref = str(getattr(exc, "ref", ""))[:200]
+        return SchemaRefused(
+            SchemaFault.UNRESOLVABLE_REF, f"the reference {ref!r} points at nothing in the schema", ref=ref
+        )
     return None
+
+
+def schema_too_costly() -> SchemaRefused:
+    return SchemaRefused(
+        SchemaFault.TOO_COSTLY,
+        f"would check one value of a payload against more than {MAX_SCHEMA_VISITS} subschemas (counted"
+        " through $ref, allOf, anyOf, oneOf, not, if/then/else and the like, or a reference that leads"
+        " back to itself)",
+        limit=MAX_SCHEMA_VISITS,
+    )
+
+
+class _TooCostly(Exception):
+    pass
+
+
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAPS = ("dependentSchemas", "dependencies")
+
+
+class _Expansion:
+    """How many subschemas one value of a payload can be checked against, at worst: a validator walks
+    every ``allOf``/``anyOf``/``oneOf`` branch, ``not``, ``if``/``then``/``else`` and ``$ref`` in place,
+    so that a few ``$defs`` whose ``allOf`` names the one below twice make 2**n visits. Counted per
+    (subschema, payload level) once (memoised), so the count itself takes time linear in the schema.
+
+    ``visits(node, d)``: the most subschema visits one payload value ``d`` levels below the value
+    ``node`` is applied to can receive. A child value takes at most one of ``properties`` (or
+    ``additionalProperties``) and of ``prefixItems``/``items``, plus every ``patternProperties``,
+    ``contains``, ``unevaluated*`` and ``propertyNames``."""
+
+    def __init__(self, resolver: Any) -> None:
+        self.root_resolver = resolver
+        self.root: Any = None
+        self.memo: dict[tuple[int, int], int] = {}
+        self.active: set[tuple[int, int]] = set()
+
+    def most_visits(self, schema: Any) -> int:
+        self.root = schema
+        return max(self.visits(schema, d, self.root_resolver) for d in range(_PAYLOAD_LEVELS))
+
+    def visits(self, node: Any, d: int, resolver: Any) -> int:
+        if not isinstance(node, dict):  # true, false (anything else the meta-schema refused)
+            return 1 if d == 0 else 0
+        key = (id(node), d)
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.active or len(self.active) >= _MAX_CHAIN:  # a loop that never descends
+            raise _TooCostly
+        self.active.add(key)
+        if isinstance(node.get("$id"), str) and node is not self.root:
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        total = 1 if d == 0 else 0
+        for child, child_resolver in self._in_place(node, resolver):
+            total += self.visits(child, d, child_resolver)
+            if total > MAX_SCHEMA_VISITS:
+                raise _TooCostly
+        if d > 0:
+            total += self._one_child(node, d - 1, resolver)
+        if total > MAX_SCHEMA_VISITS:
+            raise _TooCostly
+        self.active.discard(key)
+        self.memo[key] = total
+        return total
+
+    def _in_place(self, node: dict, resolver: Any):
+        for name in _IN_PLACE_ONE:
+            if name in node:
+                yield node[name], resolver
+        for name in _IN_PLACE_MANY:
+            if isinstance(node.get(name), list):
+                yield from ((item, resolver) for item in node[name])
+        for name in _IN_PLACE_MAPS:
+            if isinstance(node.get(name), dict):
+                yield from ((item, resolver) for item in node[name].values() if isinstance(item, dict | bool))
+        for name in _REF_KEYWORDS:
+            ref = node.get(name)
+            if isinstance(ref, str):
+                resolved = resolver.lookup(ref)
+                yield resolved.contents, resolved.resolver
+        anchor = node.get("$dynamicRef")
+        if isinstance(anchor, str) and "#" in anchor:  # may land on any $dynamicAnchor of that name
+            name = anchor.split("#", 1)[1]
+            yield from ((found, self.root_resolver) for found in self._dynamic_anchors(name))
+
+    def _dynamic_anchors(self, name: str) -> list[dict]:
+        found, stack = [], [self.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                if node.get("$dynamicAnchor") == name:
+                    found.append(node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return found
+
+    def _one_child(self, node: dict, e: int, resolver: Any) -> int:
+        def v(child: Any) -> int:
+            return 0 if child is None else self.visits(child, e, resolver)
+
+        def values(name: str) -> list:
+            value = node.get(name)
+            return list(value.values()) if isinstance(value, dict) else []
+
+        def items(name: str) -> list:
+            value = node.get(name)
+            return value if isinstance(value, list) else [] if value is None else [value]
+
+        as_object = (
+            max([v(c) for c in values("properties")] + [v(node.get("additionalProperties"))])
+            + sum(v(c) for c in values("patternProperties"))
+            + v(node.get("unevaluatedProperties"))
+            + v(node.get("propertyNames"))
+        )
+        as_array = (
+            max([v(c) for c in items("prefixItems") + items("items")] + [v(node.get("additionalItems"))])
+            + v(node.get("contains"))
+            + v(node.get("unevaluatedItems"))
+        )
+        return max(as_object, as_array)
 
 
 class JobTypeRules:
@@ -208,16 +373,15 @@ class JobTypeRules:
                 )
             if schema is not None:
                 try:
-                    # The first error only: collecting them all costs seconds on a long array.
+                    # The first error only: collecting them all costs time on a long array.
                     error = next(iter(_validator(schema).iter_errors(spec.payload)), None)
-                except (Unresolvable, RecursionError, ArithmeticError, ValueError, TypeError):
-                    # Saved before these were checked, endless, or numbers the library cannot compare
-                    # (a 400-digit integer against "multipleOf": 0.01 overflows a float).
+                except (_Unusable, ValueError, TypeError, OverflowError):
+                    # A schema saved before ``check_schema`` refused what cannot be compiled.
                     raise JobValidationError(
                         Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type
                     ) from None
                 if error is not None:
-                    path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                    path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
                     reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
                     raise JobValidationError(
                         Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason

@@ -101,7 +101,7 @@ def test_a_schema_failure_names_its_path_in_german(producer_browser, queue):
     assert page.status_code == 422
     assert (
         _beside(page, "payload")
-        == "payload.lines[1] passt nicht zum Schema des Job-Typs: 'two' is not of type 'integer'"
+        == 'payload.lines[1] passt nicht zum Schema des Job-Typs: "two" is not of type "integer"'
     )
     assert queue.list_jobs(owner="alice", limit=5) == []
 
