@@ -39,7 +39,7 @@ NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 MAX_SCHEMA_DEPTH = 32
 MAX_SCHEMA_BYTES = 65_536  # the schema serialized compactly as UTF-8, as a payload is measured
-MAX_SCHEMA_VISITS = 1_000  # subschemas one value of a payload may be checked against
+MAX_SCHEMA_VISITS = 256  # subschemas one value of a payload may be checked against
 _PAYLOAD_LEVELS = 32  # how deep payloads go (the default limit), for counting visits below the top
 _MAX_CHAIN = 300  # subschemas entered one inside another (references included) while counting
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
