@@ -12,8 +12,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
@@ -128,8 +126,11 @@ def schema_too_deep() -> SchemaRefused:
 def check_schema(schema: Any) -> SchemaRefused | None:
     """Return why ``schema`` is not a usable payload schema, or None when it is.
 
-    Beyond the JSON Schema meta-schema: at most ``MAX_SCHEMA_DEPTH`` levels, storable text, and references
-    only within the schema itself (``#...``) that resolve, since nothing is ever retrieved."""
+    Beyond the JSON Schema meta-schema (as jsonschema-rs, which applies it, reads it): at most
+    ``MAX_SCHEMA_DEPTH`` levels and ``MAX_SCHEMA_BYTES``, storable text, references only within the schema
+    itself (``#...``) that resolve, since nothing is ever retrieved, patterns a linear-time matcher takes,
+    and at most ``MAX_SCHEMA_VISITS`` subschemas for any one value of a payload (``_Expansion``): so that
+    applying a saved schema costs time linear in the payload."""
     if not isinstance(schema, dict):
         return SchemaRefused(SchemaFault.NOT_OBJECT, "must be a JSON object")
     refs = []
@@ -158,12 +159,6 @@ def check_schema(schema: Any) -> SchemaRefused | None:
                 f"refers to {ref[:200]!r}: only references within the schema (#...) are allowed",
                 ref=ref[:200],
             )
-    try:
-        validators.validator_for(schema).check_schema(schema)
-    except schema_errors.SchemaError as exc:
-        return SchemaRefused(
-            SchemaFault.INVALID, f"not a valid JSON Schema: {exc.message}", reason=exc.message
-        )
     resolver = _NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))
     for ref in refs:
         try:
@@ -194,8 +189,8 @@ def check_schema(schema: Any) -> SchemaRefused | None:
         ):
             return SchemaRefused(
                 SchemaFault.BAD_PATTERN,
-                f"the pattern {pattern[:200]!r} uses lookaround or backreferences, which patterns here"
-                " cannot: they are matched in time linear in the text",
+                f"the pattern {pattern[:200]!r} cannot be used: patterns are matched in time linear in the"
+                " text, which rules out lookaround and backreferences",
                 pattern=pattern[:200],
             )
         reason = str(getattr(exc, "message", exc))[:300]
@@ -229,6 +224,11 @@ class _TooCostly(Exception):
 _IN_PLACE_ONE = ("not", "if", "then", "else")
 _IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_MAPS = ("dependentSchemas", "dependencies")
+_BELOW = ("properties", "additionalProperties", "patternProperties", "unevaluatedProperties", "propertyNames")
+_BELOW_IN_ARRAYS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
+_APPLICATORS = frozenset(
+    (*_IN_PLACE_ONE, *_IN_PLACE_MANY, *_IN_PLACE_MAPS, *_REF_KEYWORDS, *_BELOW, *_BELOW_IN_ARRAYS)
+)
 
 
 class _Expansion:
@@ -247,6 +247,7 @@ class _Expansion:
         self.root: Any = None
         self.memo: dict[tuple[int, int], int] = {}
         self.active: set[tuple[int, int]] = set()
+        self.targets: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
     def most_visits(self, schema: Any) -> int:
         self.root = schema
@@ -254,6 +255,8 @@ class _Expansion:
 
     def visits(self, node: Any, d: int, resolver: Any) -> int:
         if not isinstance(node, dict):  # true, false (anything else the meta-schema refused)
+            return 1 if d == 0 else 0
+        if not node.keys() & _APPLICATORS:  # a leaf: once, and nothing below
             return 1 if d == 0 else 0
         key = (id(node), d)
         if key in self.memo:
@@ -289,12 +292,20 @@ class _Expansion:
         for name in _REF_KEYWORDS:
             ref = node.get(name)
             if isinstance(ref, str):
-                resolved = resolver.lookup(ref)
-                yield resolved.contents, resolved.resolver
+                yield self._lookup(resolver, ref)
         anchor = node.get("$dynamicRef")
         if isinstance(anchor, str) and "#" in anchor:  # may land on any $dynamicAnchor of that name
             name = anchor.split("#", 1)[1]
             yield from ((found, self.root_resolver) for found in self._dynamic_anchors(name))
+
+    def _lookup(self, resolver: Any, ref: str) -> tuple[Any, Any]:
+        """A reference's target and its resolver, looked up once per base URI (a lookup costs far more
+        than a visit is counted)."""
+        key = (getattr(resolver, "_base_uri", None), ref)
+        if key not in self.targets:
+            resolved = resolver.lookup(ref)
+            self.targets[key] = (resolved.contents, resolved.resolver)
+        return self.targets[key]
 
     def _dynamic_anchors(self, name: str) -> list[dict]:
         found, stack = [], [self.root]
@@ -372,9 +383,12 @@ class JobTypeRules:
                     Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
                 )
             if schema is not None:
+                error = None
                 try:
-                    # The first error only: collecting them all costs time on a long array.
-                    error = next(iter(_validator(schema).iter_errors(spec.payload)), None)
+                    # The first error only: jsonschema-rs collects them all before iterating.
+                    _validator(schema).validate(spec.payload)
+                except jsonschema_rs.ValidationError as exc:
+                    error = exc
                 except (_Unusable, ValueError, TypeError, OverflowError):
                     # A schema saved before ``check_schema`` refused what cannot be compiled.
                     raise JobValidationError(

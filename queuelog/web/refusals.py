@@ -94,7 +94,7 @@ _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
     SchemaFault.INVALID: _l("Not a valid JSON Schema: %(reason)s"),
     SchemaFault.TOO_LARGE: _l("The schema is %(size)s bytes long; at most %(limit)s are allowed."),
     SchemaFault.BAD_PATTERN: _l(
-        "The pattern %(pattern)s uses lookaround or backreferences, which patterns cannot use here: they are matched in time linear in the text."
+        "The pattern %(pattern)s cannot be used: patterns are matched in time linear in the text, which rules out lookaround and backreferences."
     ),
     SchemaFault.TOO_COSTLY: _l(
         "The schema would check one value of a payload against more than %(limit)s subschemas (through $ref, allOf, anyOf, oneOf, not, if/then/else), or refers back to itself without going deeper into the payload."

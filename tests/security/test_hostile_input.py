@@ -428,7 +428,7 @@ def test_schema_checks_stay_linear_and_never_fail_with_500(queue, producer):
     body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 400 + b"}}"
     huge = producer.post("/jobs", data=body, headers={"Content-Type": "application/json"})
     assert huge.status_code == 201 and huge.get_json()["payload"] == {"amount": 10**400}  # compared exactly
-    body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 399 + b'1}}'  # exact, not a double
+    body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 399 + b"1}}"  # exact, not a double
     assert producer.post("/jobs", data=body, headers={"Content-Type": "application/json"}).status_code == 201
     assert producer.post("/jobs", json={"type": "money", "payload": {"amount": 0.015}}).status_code == 422
 
