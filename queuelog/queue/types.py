@@ -7,6 +7,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -248,55 +249,96 @@ class _Expansion:
         self.memo: dict[tuple[int, int], int] = {}
         self.active: set[tuple[int, int]] = set()
         self.targets: dict[tuple[Any, str], tuple[Any, Any]] = {}
+        self.shapes: dict[int, _Shape | None] = {}
 
     def most_visits(self, schema: Any) -> int:
         self.root = schema
         return max(self.visits(schema, d, self.root_resolver) for d in range(_PAYLOAD_LEVELS))
 
     def visits(self, node: Any, d: int, resolver: Any) -> int:
-        if not isinstance(node, dict):  # true, false (anything else the meta-schema refused)
-            return 1 if d == 0 else 0
-        if not node.keys() & _APPLICATORS:  # a leaf: once, and nothing below
-            return 1 if d == 0 else 0
         key = (id(node), d)
         if key in self.memo:
             return self.memo[key]
+        shape = self._shape(node, resolver)
+        if shape is None:  # true, false or a subschema applying nothing: once, and nothing below
+            return 1 if d == 0 else 0
         if key in self.active or len(self.active) >= _MAX_CHAIN:  # a loop that never descends
             raise _TooCostly
         self.active.add(key)
-        if isinstance(node.get("$id"), str) and node is not self.root:
-            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
         total = 1 if d == 0 else 0
-        for child, child_resolver in self._in_place(node, resolver):
+        for child, child_resolver in shape.in_place:
             total += self.visits(child, d, child_resolver)
             if total > MAX_SCHEMA_VISITS:
                 raise _TooCostly
         if d > 0:
-            total += self._one_child(node, d - 1, resolver)
+            total += max(
+                self._below(shape.as_object, d - 1, shape.resolver),
+                self._below(shape.as_array, d - 1, shape.resolver),
+            )
         if total > MAX_SCHEMA_VISITS:
             raise _TooCostly
         self.active.discard(key)
         self.memo[key] = total
         return total
 
-    def _in_place(self, node: dict, resolver: Any):
-        for name in _IN_PLACE_ONE:
-            if name in node:
-                yield node[name], resolver
-        for name in _IN_PLACE_MANY:
-            if isinstance(node.get(name), list):
-                yield from ((item, resolver) for item in node[name])
-        for name in _IN_PLACE_MAPS:
-            if isinstance(node.get(name), dict):
-                yield from ((item, resolver) for item in node[name].values() if isinstance(item, dict | bool))
-        for name in _REF_KEYWORDS:
-            ref = node.get(name)
-            if isinstance(ref, str):
-                yield self._lookup(resolver, ref)
-        anchor = node.get("$dynamicRef")
-        if isinstance(anchor, str) and "#" in anchor:  # may land on any $dynamicAnchor of that name
-            name = anchor.split("#", 1)[1]
-            yield from ((found, self.root_resolver) for found in self._dynamic_anchors(name))
+    def _below(self, groups: tuple[list, list], e: int, resolver: Any) -> int:
+        """One child value's visits: the most of the subschemas it takes one of, plus all it takes each."""
+        one_of, each = groups
+        return max((self.visits(c, e, resolver) for c in one_of), default=0) + sum(
+            self.visits(c, e, resolver) for c in each
+        )
+
+    def _shape(self, node: Any, resolver: Any) -> _Shape | None:
+        """What ``node`` applies, in place and below, worked out once per subschema."""
+        if id(node) in self.shapes:
+            return self.shapes[id(node)]
+        shape = None
+        if isinstance(node, dict) and node.keys() & _APPLICATORS:
+            if isinstance(node.get("$id"), str) and node is not self.root:
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+
+            def present(*names: str) -> list:
+                return [node[name] for name in names if name in node]
+
+            def listed(name: str) -> list:
+                value = node.get(name)
+                return value if isinstance(value, list) else []
+
+            def mapped(name: str) -> list:
+                value = node.get(name)
+                return (
+                    [v for v in value.values() if isinstance(v, dict | bool)]
+                    if isinstance(value, dict)
+                    else []
+                )
+
+            in_place = [(child, resolver) for child in present(*_IN_PLACE_ONE)]
+            in_place += [(child, resolver) for name in _IN_PLACE_MANY for child in listed(name)]
+            in_place += [(child, resolver) for name in _IN_PLACE_MAPS for child in mapped(name)]
+            in_place += [
+                self._lookup(resolver, ref) for ref in present(*_REF_KEYWORDS) if isinstance(ref, str)
+            ]
+            anchor = node.get("$dynamicRef")
+            if isinstance(anchor, str) and "#" in anchor:  # may land on any $dynamicAnchor of that name
+                found = self._dynamic_anchors(anchor.split("#", 1)[1])
+                in_place += [(child, self.root_resolver) for child in found]
+            items = node.get("items")
+            shape = _Shape(
+                resolver,
+                in_place,
+                (
+                    mapped("properties") + present("additionalProperties"),
+                    mapped("patternProperties") + present("unevaluatedProperties", "propertyNames"),
+                ),
+                (
+                    listed("prefixItems")
+                    + (items if isinstance(items, list) else present("items"))
+                    + present("additionalItems"),
+                    present("contains", "unevaluatedItems"),
+                ),
+            )
+        self.shapes[id(node)] = shape
+        return shape
 
     def _lookup(self, resolver: Any, ref: str) -> tuple[Any, Any]:
         """A reference's target and its resolver, looked up once per base URI (a lookup costs far more
@@ -319,30 +361,16 @@ class _Expansion:
                 stack.extend(node)
         return found
 
-    def _one_child(self, node: dict, e: int, resolver: Any) -> int:
-        def v(child: Any) -> int:
-            return 0 if child is None else self.visits(child, e, resolver)
 
-        def values(name: str) -> list:
-            value = node.get(name)
-            return list(value.values()) if isinstance(value, dict) else []
+@dataclass(frozen=True)
+class _Shape:
+    """A subschema's applicators: those applied to the same value (with their resolvers), and for one
+    child value of an object and of an array, the subschemas it takes one of and those it takes each."""
 
-        def items(name: str) -> list:
-            value = node.get(name)
-            return value if isinstance(value, list) else [] if value is None else [value]
-
-        as_object = (
-            max([v(c) for c in values("properties")] + [v(node.get("additionalProperties"))])
-            + sum(v(c) for c in values("patternProperties"))
-            + v(node.get("unevaluatedProperties"))
-            + v(node.get("propertyNames"))
-        )
-        as_array = (
-            max([v(c) for c in items("prefixItems") + items("items")] + [v(node.get("additionalItems"))])
-            + v(node.get("contains"))
-            + v(node.get("unevaluatedItems"))
-        )
-        return max(as_object, as_array)
+    resolver: Any
+    in_place: list[tuple[Any, Any]]
+    as_object: tuple[list, list]
+    as_array: tuple[list, list]
 
 
 class JobTypeRules:
