@@ -75,10 +75,19 @@ def _compile(schema: Any) -> jsonschema_rs.Validator:
 
 @lru_cache(maxsize=256)
 def _validator(schema_text: str) -> jsonschema_rs.Validator:
+    """The compiled validator of a saved schema, once per process; a schema saved before ``check_schema``
+    counted its visits is counted here too, so that it cannot make an enqueue take exponential time."""
+    schema = json.loads(schema_text)
     try:
-        return _compile(json.loads(schema_text))
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        validator = _compile(schema)
+        _Expansion(_NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))).most_visits(
+            schema
+        )
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, Unresolvable) as exc:
         raise _Unusable(str(exc)) from None
+    except _TooCostly:
+        raise _Unusable("too costly") from None
+    return validator
 
 
 class SchemaFault(StrEnum):

@@ -204,3 +204,15 @@ def test_the_command_line_refuses_it_in_one_line(runner, queue, tmp_path):
     result = runner.invoke(args=["types", "add", "report", "--schema", str(schema)])
     assert result.exit_code == 1
     assert "more than 256 subschemas" in result.output and "report" not in [t.name for t in queue.types.all()]
+
+
+def test_a_costly_schema_saved_before_the_check_is_unusable_at_once(queue, producer):
+    """``add`` writes a schema unchecked, as an older version saved it: an enqueue refuses it on ``type``
+    at once instead of taking 2**29 visits."""
+    queue.types.add("old", "", doubling(29))
+    queue.types.add("old-pattern", "", {"properties": {"e": {"pattern": "(?<=a)b"}}})
+    for name in ("old", "old-pattern"):
+        started = time.perf_counter()
+        refused = producer.post("/jobs", json={"type": name, "payload": {"values": [1], "e": "ab"}})
+        assert time.perf_counter() - started < 2
+        assert refused.status_code == 422 and refused.get_json()["errors"][0]["field"] == "type"
