@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +14,7 @@ from flask.cli import AppGroup
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import Code, JobValidationError, QueueError
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.inputs import check_document
+from queuelog.queue.inputs import check_document, read_json
 from queuelog.queue.schedules import MISSED_POLICIES, Schedules, ScheduleValues
 
 schedules_cli = AppGroup("schedules", help="Periodic jobs: cron expressions or fixed intervals.")
@@ -80,7 +79,9 @@ def _refused(exc: QueueError) -> click.ClickException:
 def _payload(text: str) -> dict[str, Any]:
     """The payload given on the command line, within the payload limits of the API."""
     try:
-        value = json.loads(text)
+        value = read_json(text, "payload")
+    except JobValidationError as exc:  # a number that would read as 0 (1e-400)
+        raise _refused(exc) from None
     except ValueError as exc:
         raise click.ClickException(f"payload: not JSON: {exc}") from None
     except RecursionError:

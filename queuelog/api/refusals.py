@@ -64,6 +64,10 @@ TABLE: dict[Code, Wording] = {
     Code.NUL_CHARACTER: Wording(*_INVALID, lambda p: "strings may not contain the NUL character (\\u0000)"),
     Code.LONE_SURROGATE: Wording(*_INVALID, lambda p: "strings must be valid Unicode (no lone surrogates)"),
     Code.NOT_FINITE: Wording(*_INVALID, lambda p: "numbers must be finite"),
+    Code.NUMBER_UNDERFLOW: Wording(
+        *_INVALID,
+        lambda p: "is a number too close to 0 for a 64-bit float (such as 1e-400); write 0 if 0 is meant",
+    ),
     Code.NOT_PRINTABLE: Wording(*_INVALID, lambda p: "must contain only printable characters"),
     Code.TIME_OUT_OF_RANGE: Wording(*_INVALID, lambda p: "is out of range"),
     Code.SNOOZE_LIMIT: Wording(

@@ -84,7 +84,10 @@ TYPE_BODY = Shape(
             {
                 "type": ["object", "null"],
                 "description": "A JSON Schema the payloads must match; it may refer only to parts of "
-                "itself (#...), at most 32 levels deep.",
+                "itself (#...), at most 32 levels deep and 65,536 bytes long. One value of a payload may be "
+                "checked against at most 256 of its subschemas (counted through $ref, allOf, anyOf, oneOf, "
+                "not, if/then/else), and its patterns may not use lookaround or backreferences: they are "
+                "matched in time linear in the text.",
             },
             "must be a JSON object or null",
         ),

@@ -3,7 +3,6 @@ shapes of ``schemas.py`` judge them."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import current_app, request
@@ -15,6 +14,7 @@ from queuelog.api.schemas import BATCH_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY, JOB_BOD
 from queuelog.api.shapes import join
 from queuelog.inputs import ascii_int
 from queuelog.queue import JobSpec
+from queuelog.queue.inputs import read_json
 
 
 def _reject_constant(name: str) -> Any:
@@ -31,7 +31,7 @@ def read_body() -> dict[str, Any]:
     if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
         raise ApiError(415, "unsupported-media-type", "compressed request bodies are not accepted")
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        value = read_json(data.decode("utf-8"), parse_constant=_reject_constant)  # may be NUMBER_UNDERFLOW
     except RecursionError:
         raise invalid("body", "nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:

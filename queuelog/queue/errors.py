@@ -32,6 +32,7 @@ class Code(StrEnum):
     NUL_CHARACTER = "nul_character"  # text holding U+0000, which PostgreSQL cannot store
     LONE_SURROGATE = "lone_surrogate"  # text that UTF-8 cannot encode
     NOT_FINITE = "not_finite"  # NaN or Infinity in a payload or result
+    NUMBER_UNDERFLOW = "number_underflow"  # a number written non-zero that a double holds only as 0 (1e-400)
     NOT_PRINTABLE = "not_printable"  # max_length: a name or key of printable characters only
     TIME_OUT_OF_RANGE = "time_out_of_range"  # low, high: years
     # Running jobs (queue/running.py; docs/running-jobs.md). The holder's refusals: another worker, or a

@@ -21,9 +21,51 @@ EARLIEST_YEAR, LATEST_YEAR = 2000, 9000
 _TEXT_CODES = {"nul": Code.NUL_CHARACTER, "surrogate": Code.LONE_SURROGATE}
 
 
+class _Underflow(Exception):
+    """Raised by ``_read_float`` from inside the JSON parser (not a ValueError: that is malformed JSON)."""
+
+
+def _underflows(text: str) -> bool:
+    """Whether a JSON number, written with a digit other than 0 before its exponent, reads as 0."""
+    return float(text) == 0 and any(digit in "123456789" for digit in text.lower().partition("e")[0])
+
+
+def _read_float(text: str) -> float:
+    if _underflows(text):
+        raise _Underflow
+    return float(text)
+
+
+_TINY = object()  # where a number that reads as 0 stood, when looking for it
+
+
+def read_json(text: str | bytes, field: str = "", **options: Any) -> Any:
+    """``json.loads`` (with ``options``), refusing a number written non-zero that a 64-bit float can only
+    hold as 0 (``1e-400``, which would be stored as 0 without a word): ``NUMBER_UNDERFLOW``, naming where
+    it stands below ``field`` (``payload.amounts[2]``). A number too large for one (``1e400``) reads as
+    infinite, which ``check_document`` refuses (``NOT_FINITE``)."""
+    try:
+        return json.loads(text, parse_float=_read_float, **options)
+    except _Underflow:
+        value = json.loads(text, parse_float=lambda t: _TINY if _underflows(t) else float(t), **options)
+    stack: list[tuple[Any, str]] = [(value, field)]
+    while stack:
+        node, path = stack.pop()
+        if node is _TINY:
+            raise JobValidationError(Code.NUMBER_UNDERFLOW, field=path)
+        if isinstance(node, dict):
+            stack.extend((item, f"{path}.{key}" if path else key) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{index}]") for index, item in reversed(list(enumerate(node))))
+    raise AssertionError("an underflowing number was read but not found")  # pragma: no cover
+
+
 def check_document(value: Any, field: str, *, max_bytes: int, max_depth: int) -> str:
     """Check a JSON object (a payload or a result) against the limits; returns its compact UTF-8
-    serialization. Walked without recursion: any depth is refused, never overflows the stack."""
+    serialization. Walked without recursion: any depth is refused, never overflows the stack.
+
+    A ``-0.0`` becomes ``0.0`` in ``value`` itself: PostgreSQL's jsonb keeps no negative zero, and
+    SQLite's text would, so that both engines store and serve the same number."""
     if not isinstance(value, dict):
         raise JobValidationError(Code.NOT_AN_OBJECT, field=field)
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -35,11 +77,16 @@ def check_document(value: Any, field: str, *, max_bytes: int, max_depth: int) ->
                 raise JobValidationError(Code.TOO_DEEP, field=field, limit=max_depth)
             for key, item in node.items():
                 check_storable(key, field)
+                if _negative_zero(item):
+                    node[key] = 0.0
                 stack.append((item, depth + 1))
         elif isinstance(node, list):
             if depth > max_depth:
                 raise JobValidationError(Code.TOO_DEEP, field=field, limit=max_depth)
-            stack.extend((item, depth + 1) for item in node)
+            for index, item in enumerate(node):
+                if _negative_zero(item):
+                    node[index] = 0.0
+                stack.append((item, depth + 1))
         elif isinstance(node, str):
             check_storable(node, field)
         elif isinstance(node, float):
@@ -51,6 +98,10 @@ def check_document(value: Any, field: str, *, max_bytes: int, max_depth: int) ->
     if size > max_bytes:
         raise JobValidationError(Code.TOO_LARGE, field=field, size=size, limit=max_bytes)
     return text
+
+
+def _negative_zero(value: Any) -> bool:
+    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
 
 
 def _stored_number_growth(number: float) -> int:

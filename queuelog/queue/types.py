@@ -7,12 +7,12 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
+import jsonschema_rs
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
@@ -37,6 +37,10 @@ NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
 MAX_SCHEMA_DEPTH = 32
+MAX_SCHEMA_BYTES = 65_536  # the schema serialized compactly as UTF-8, as a payload is measured
+MAX_SCHEMA_VISITS = 256  # subschemas one value of a payload may be checked against
+_PAYLOAD_LEVELS = 32  # how deep payloads go (the default limit), for counting visits below the top
+_MAX_CHAIN = 300  # subschemas entered one inside another (references included) while counting
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 
@@ -48,33 +52,42 @@ def _refuse_retrieval(uri: str):
 _NO_RETRIEVAL = Registry(retrieve=_refuse_retrieval)
 
 
+def _refuse_fetch(uri: str):
+    """jsonschema-rs's retriever, for the same reason."""
+    raise LookupError(f"{uri} is not fetched")
+
+
+class _Unusable(Exception):
+    """A saved schema the validator cannot compile (saved before a rule of ``check_schema`` existed)."""
+
+
+def _compile(schema: Any) -> jsonschema_rs.Validator:
+    """The payload validator: jsonschema-rs, whose ``pattern`` and ``patternProperties`` run on the
+    ``regex`` crate, in time linear in the text (no lookaround, no backreferences), and whose
+    ``uniqueItems`` hashes. Formats are annotations, as JSON Schema 2020-12 has them."""
+    return jsonschema_rs.validator_for(
+        schema,
+        validate_formats=False,
+        pattern_options=jsonschema_rs.RegexOptions(),
+        retriever=_refuse_fetch,
+    )
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_text: str):
+def _validator(schema_text: str) -> jsonschema_rs.Validator:
+    """The compiled validator of a saved schema, once per process; a schema saved before ``check_schema``
+    counted its visits is counted here too, so that it cannot make an enqueue take exponential time."""
     schema = json.loads(schema_text)
-    cls = validators.extend(validators.validator_for(schema), {"uniqueItems": _unique_items})
-    return cls(schema, registry=_NO_RETRIEVAL)
-
-
-def _unique_items(validator, unique: bool, instance: Any, schema: dict):
-    """``uniqueItems`` in linear time: the library compares unhashable items pairwise, so that 6,000
-    small objects in one payload cost minutes of CPU. Items are compared by a hashable canonical form
-    with JSON's equality (1 equals 1.0; true does not equal 1)."""
-    if unique and validator.is_type(instance, "array"):
-        seen: set[Any] = set()
-        for item in instance:
-            key = _canonical(item)
-            if key in seen:
-                yield schema_errors.ValidationError("has non-unique elements")
-                return
-            seen.add(key)
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ("o", frozenset((k, _canonical(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("l", tuple(_canonical(v) for v in value))
-    return (type(value) is bool, value)  # numbers compare by value whatever their Python type
+    try:
+        validator = _compile(schema)
+        _Expansion(_NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))).most_visits(
+            schema
+        )
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError, Unresolvable) as exc:
+        raise _Unusable(str(exc)) from None
+    except _TooCostly:
+        raise _Unusable("too costly") from None
+    return validator
 
 
 class SchemaFault(StrEnum):
@@ -87,6 +100,9 @@ class SchemaFault(StrEnum):
     REMOTE_REF = "schema_remote_ref"  # ref: a reference outside the schema
     UNRESOLVABLE_REF = "schema_unresolvable_ref"  # ref
     INVALID = "schema_invalid"  # reason: the JSON Schema library's own (English) words
+    TOO_LARGE = "schema_too_large"  # size, limit: bytes
+    BAD_PATTERN = "schema_bad_pattern"  # pattern: one that linear-time matching cannot run
+    TOO_COSTLY = "schema_too_costly"  # limit: subschemas one payload value would be checked against
 
 
 class SchemaRefused(Refused):
@@ -120,8 +136,11 @@ def schema_too_deep() -> SchemaRefused:
 def check_schema(schema: Any) -> SchemaRefused | None:
     """Return why ``schema`` is not a usable payload schema, or None when it is.
 
-    Beyond the JSON Schema meta-schema: at most ``MAX_SCHEMA_DEPTH`` levels, storable text, and references
-    only within the schema itself (``#...``) that resolve, since nothing is ever retrieved."""
+    Beyond the JSON Schema meta-schema (as jsonschema-rs, which applies it, reads it): at most
+    ``MAX_SCHEMA_DEPTH`` levels and ``MAX_SCHEMA_BYTES``, storable text, references only within the schema
+    itself (``#...``) that resolve, since nothing is ever retrieved, patterns a linear-time matcher takes,
+    and at most ``MAX_SCHEMA_VISITS`` subschemas for any one value of a payload (``_Expansion``): so that
+    applying a saved schema costs time linear in the payload."""
     if not isinstance(schema, dict):
         return SchemaRefused(SchemaFault.NOT_OBJECT, "must be a JSON object")
     refs = []
@@ -150,12 +169,6 @@ def check_schema(schema: Any) -> SchemaRefused | None:
                 f"refers to {ref[:200]!r}: only references within the schema (#...) are allowed",
                 ref=ref[:200],
             )
-    try:
-        validators.validator_for(schema).check_schema(schema)
-    except schema_errors.SchemaError as exc:
-        return SchemaRefused(
-            SchemaFault.INVALID, f"not a valid JSON Schema: {exc.message}", reason=exc.message
-        )
     resolver = _NO_RETRIEVAL.resolver_with_root(Resource.from_contents(schema, DRAFT202012))
     for ref in refs:
         try:
@@ -166,7 +179,207 @@ def check_schema(schema: Any) -> SchemaRefused | None:
                 f"the reference {ref[:200]!r} points at nothing in the schema",
                 ref=ref[:200],
             )
+    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > MAX_SCHEMA_BYTES:
+        return SchemaRefused(
+            SchemaFault.TOO_LARGE,
+            f"is {size} bytes long, more than {MAX_SCHEMA_BYTES}",
+            size=size,
+            limit=MAX_SCHEMA_BYTES,
+        )
+    try:
+        _compile(schema)
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
+        pattern = getattr(exc, "instance", None)
+        path = list(getattr(exc, "schema_path", ()))
+        if (
+            isinstance(pattern, str)
+            and path
+            and (path[-1] == "pattern" or path[-2:-1] == ["patternProperties"])
+        ):
+            return SchemaRefused(
+                SchemaFault.BAD_PATTERN,
+                f"the pattern {pattern[:200]!r} cannot be used: patterns are matched in time linear in the"
+                " text, which rules out lookaround and backreferences",
+                pattern=pattern[:200],
+            )
+        reason = str(getattr(exc, "message", exc))[:300]
+        return SchemaRefused(SchemaFault.INVALID, f"not a valid JSON Schema: {reason}", reason=reason)
+    try:
+        _Expansion(resolver).most_visits(schema)
+    except _TooCostly:
+        return schema_too_costly()
+    except Unresolvable as exc:
+        ref = str(getattr(exc, "ref", ""))[:200]
+        return SchemaRefused(
+            SchemaFault.UNRESOLVABLE_REF, f"the reference {ref!r} points at nothing in the schema", ref=ref
+        )
     return None
+
+
+def schema_too_costly() -> SchemaRefused:
+    return SchemaRefused(
+        SchemaFault.TOO_COSTLY,
+        f"would check one value of a payload against more than {MAX_SCHEMA_VISITS} subschemas (counted"
+        " through $ref, allOf, anyOf, oneOf, not, if/then/else and the like, or a reference that leads"
+        " back to itself)",
+        limit=MAX_SCHEMA_VISITS,
+    )
+
+
+class _TooCostly(Exception):
+    pass
+
+
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAPS = ("dependentSchemas", "dependencies")
+_BELOW = ("properties", "additionalProperties", "patternProperties", "unevaluatedProperties", "propertyNames")
+_BELOW_IN_ARRAYS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
+_APPLICATORS = frozenset(
+    (*_IN_PLACE_ONE, *_IN_PLACE_MANY, *_IN_PLACE_MAPS, *_REF_KEYWORDS, *_BELOW, *_BELOW_IN_ARRAYS)
+)
+
+
+class _Expansion:
+    """How many subschemas one value of a payload can be checked against, at worst: a validator walks
+    every ``allOf``/``anyOf``/``oneOf`` branch, ``not``, ``if``/``then``/``else`` and ``$ref`` in place,
+    so that a few ``$defs`` whose ``allOf`` names the one below twice make 2**n visits. Counted per
+    (subschema, payload level) once (memoised), so the count itself takes time linear in the schema.
+
+    ``visits(node, d)``: the most subschema visits one payload value ``d`` levels below the value
+    ``node`` is applied to can receive. A child value takes at most one of ``properties`` (or
+    ``additionalProperties``) and of ``prefixItems``/``items``, plus every ``patternProperties``,
+    ``contains``, ``unevaluated*`` and ``propertyNames``."""
+
+    def __init__(self, resolver: Any) -> None:
+        self.root_resolver = resolver
+        self.root: Any = None
+        self.memo: dict[tuple[int, int], int] = {}
+        self.active: set[tuple[int, int]] = set()
+        self.targets: dict[tuple[Any, str], tuple[Any, Any]] = {}
+        self.shapes: dict[int, _Shape | None] = {}
+
+    def most_visits(self, schema: Any) -> int:
+        self.root = schema
+        return max(self.visits(schema, d, self.root_resolver) for d in range(_PAYLOAD_LEVELS))
+
+    def visits(self, node: Any, d: int, resolver: Any) -> int:
+        key = (id(node), d)
+        if key in self.memo:
+            return self.memo[key]
+        shape = self._shape(node, resolver)
+        if shape is None:  # true, false or a subschema applying nothing: once, and nothing below
+            return 1 if d == 0 else 0
+        if key in self.active or len(self.active) >= _MAX_CHAIN:  # a loop that never descends
+            raise _TooCostly
+        self.active.add(key)
+        total = 1 if d == 0 else 0
+        for child, child_resolver in shape.in_place:
+            total += self.visits(child, d, child_resolver)
+            if total > MAX_SCHEMA_VISITS:
+                raise _TooCostly
+        if d > 0:
+            total += max(
+                self._below(shape.as_object, d - 1, shape.resolver),
+                self._below(shape.as_array, d - 1, shape.resolver),
+            )
+        if total > MAX_SCHEMA_VISITS:
+            raise _TooCostly
+        self.active.discard(key)
+        self.memo[key] = total
+        return total
+
+    def _below(self, groups: tuple[list, list], e: int, resolver: Any) -> int:
+        """One child value's visits: the most of the subschemas it takes one of, plus all it takes each."""
+        one_of, each = groups
+        return max((self.visits(c, e, resolver) for c in one_of), default=0) + sum(
+            self.visits(c, e, resolver) for c in each
+        )
+
+    def _shape(self, node: Any, resolver: Any) -> _Shape | None:
+        """What ``node`` applies, in place and below, worked out once per subschema."""
+        if id(node) in self.shapes:
+            return self.shapes[id(node)]
+        shape = None
+        if isinstance(node, dict) and node.keys() & _APPLICATORS:
+            if isinstance(node.get("$id"), str) and node is not self.root:
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+
+            def present(*names: str) -> list:
+                return [node[name] for name in names if name in node]
+
+            def listed(name: str) -> list:
+                value = node.get(name)
+                return value if isinstance(value, list) else []
+
+            def mapped(name: str) -> list:
+                value = node.get(name)
+                return (
+                    [v for v in value.values() if isinstance(v, dict | bool)]
+                    if isinstance(value, dict)
+                    else []
+                )
+
+            in_place = [(child, resolver) for child in present(*_IN_PLACE_ONE)]
+            in_place += [(child, resolver) for name in _IN_PLACE_MANY for child in listed(name)]
+            in_place += [(child, resolver) for name in _IN_PLACE_MAPS for child in mapped(name)]
+            in_place += [
+                self._lookup(resolver, ref) for ref in present(*_REF_KEYWORDS) if isinstance(ref, str)
+            ]
+            anchor = node.get("$dynamicRef")
+            if isinstance(anchor, str) and "#" in anchor:  # may land on any $dynamicAnchor of that name
+                found = self._dynamic_anchors(anchor.split("#", 1)[1])
+                in_place += [(child, self.root_resolver) for child in found]
+            items = node.get("items")
+            shape = _Shape(
+                resolver,
+                in_place,
+                (
+                    mapped("properties") + present("additionalProperties"),
+                    mapped("patternProperties") + present("unevaluatedProperties", "propertyNames"),
+                ),
+                (
+                    listed("prefixItems")
+                    + (items if isinstance(items, list) else present("items"))
+                    + present("additionalItems"),
+                    present("contains", "unevaluatedItems"),
+                ),
+            )
+        self.shapes[id(node)] = shape
+        return shape
+
+    def _lookup(self, resolver: Any, ref: str) -> tuple[Any, Any]:
+        """A reference's target and its resolver, looked up once per base URI (a lookup costs far more
+        than a visit is counted)."""
+        key = (getattr(resolver, "_base_uri", None), ref)
+        if key not in self.targets:
+            resolved = resolver.lookup(ref)
+            self.targets[key] = (resolved.contents, resolved.resolver)
+        return self.targets[key]
+
+    def _dynamic_anchors(self, name: str) -> list[dict]:
+        found, stack = [], [self.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                if node.get("$dynamicAnchor") == name:
+                    found.append(node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return found
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A subschema's applicators: those applied to the same value (with their resolvers), and for one
+    child value of an object and of an array, the subschemas it takes one of and those it takes each."""
+
+    resolver: Any
+    in_place: list[tuple[Any, Any]]
+    as_object: tuple[list, list]
+    as_array: tuple[list, list]
 
 
 class JobTypeRules:
@@ -207,17 +420,19 @@ class JobTypeRules:
                     Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
                 )
             if schema is not None:
+                error = None
                 try:
-                    # The first error only: collecting them all costs seconds on a long array.
-                    error = next(iter(_validator(schema).iter_errors(spec.payload)), None)
-                except (Unresolvable, RecursionError, ArithmeticError, ValueError, TypeError):
-                    # Saved before these were checked, endless, or numbers the library cannot compare
-                    # (a 400-digit integer against "multipleOf": 0.01 overflows a float).
+                    # The first error only: jsonschema-rs collects them all before iterating.
+                    _validator(schema).validate(spec.payload)
+                except jsonschema_rs.ValidationError as exc:
+                    error = exc
+                except (_Unusable, ValueError, TypeError, OverflowError):
+                    # A schema saved before ``check_schema`` refused what cannot be compiled.
                     raise JobValidationError(
                         Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type
                     ) from None
                 if error is not None:
-                    path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                    path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
                     reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
                     raise JobValidationError(
                         Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason

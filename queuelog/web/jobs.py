@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -17,8 +16,8 @@ from wtforms import SelectChoice
 from queuelog.engines import JobRecord
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
-from queuelog.queue import Code, JobSpec, QueueError
-from queuelog.queue.inputs import check_document, check_label, check_start_time
+from queuelog.queue import Code, JobSpec, JobValidationError, QueueError
+from queuelog.queue.inputs import check_document, check_label, check_start_time, read_json
 from queuelog.queue.limits import running_of
 from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
@@ -126,7 +125,10 @@ def submit():
 def _enqueue_from_form(form: SubmitJobForm) -> JobRecord | None:
     """Enqueue under the queue's own rules; put each refusal, in the page's language, beside its field."""
     try:
-        payload = json.loads(form.payload.data or "{}")
+        payload = read_json(form.payload.data or "{}", "payload")
+    except JobValidationError as exc:  # a number that would read as 0 (1e-400)
+        form.payload.errors.append(refusal_text(exc))
+        return None
     except ValueError as exc:
         form.payload.errors.append(_("Not valid JSON: %(reason)s", reason=str(exc)))
         return None

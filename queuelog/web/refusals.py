@@ -53,6 +53,9 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.NUL_CHARACTER: _l("The payload contains the NUL character (\\u0000), which cannot be stored."),
     Code.LONE_SURROGATE: _l("The payload contains text that is not valid Unicode (a lone surrogate)."),
     Code.NOT_FINITE: _l("Numbers in the payload must be finite (no NaN or Infinity)."),
+    Code.NUMBER_UNDERFLOW: _l(
+        "%(path)s is a number too close to 0 to be kept (such as 1e-400); write 0 if 0 is meant."
+    ),
     Code.NOT_PRINTABLE: _l("Use printable characters only, no line breaks or other control characters."),
     Code.TIME_OUT_OF_RANGE: _l("Choose a start time between the years %(low)d and %(high)d."),
     Code.SNOOZE_LIMIT: _l("Job %(job_id)s was snoozed %(limit)s times already, the limit."),
@@ -89,6 +92,13 @@ _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
     ),
     SchemaFault.UNRESOLVABLE_REF: _l("A reference in the schema points at nothing in it."),
     SchemaFault.INVALID: _l("Not a valid JSON Schema: %(reason)s"),
+    SchemaFault.TOO_LARGE: _l("The schema is %(size)s bytes long; at most %(limit)s are allowed."),
+    SchemaFault.BAD_PATTERN: _l(
+        "The pattern %(pattern)s cannot be used: patterns are matched in time linear in the text, which rules out lookaround and backreferences."
+    ),
+    SchemaFault.TOO_COSTLY: _l(
+        "The schema would check one value of a payload against more than %(limit)s subschemas (through $ref, allOf, anyOf, oneOf, not, if/then/else), or refers back to itself without going deeper into the payload."
+    ),
 }
 MESSAGES: dict[type[StrEnum], dict[Any, LazyString]] = {
     Refusal: _ABOUT_PEOPLE,

@@ -18,7 +18,7 @@ from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import JobValidationError, QueueError
 from queuelog.queue.cron import Timing, zone
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.inputs import check_document
+from queuelog.queue.inputs import check_document, read_json
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues, timing_refusals
 from queuelog.web import admin_required, queue
 from queuelog.web.forms import ConfirmForm, ScheduleForm
@@ -42,7 +42,10 @@ def _values(form: ScheduleForm, name: str) -> ScheduleValues | None:
     """The form's values, or None with a message beside the payload when it is not a usable object."""
     config = current_app.config["QUEUELOG"]
     try:
-        payload = json.loads(form.payload.data or "{}")
+        payload = read_json(form.payload.data or "{}", "payload")
+    except JobValidationError as exc:  # a number that would read as 0 (1e-400)
+        _show_errors(form, [exc])
+        return None
     except (ValueError, RecursionError):
         form.payload.errors.append(_("The payload must be a JSON object."))
         return None

@@ -108,7 +108,7 @@ def test_bad_input_names_the_field(sched):
     with pytest.raises(JobValidationError) as caught:
         sched.add(daily(type="report", payload={}), "ada")
     assert (caught.value.code, caught.value.field) == (Code.SCHEMA_MISMATCH, "payload")
-    assert caught.value.params == {"reason": "'day' is a required property"}
+    assert caught.value.params == {"reason": '"day" is a required property'}
     assert refused(sched, daily(type="report", payload={"day": 3})) == {"payload.day": Code.SCHEMA_MISMATCH}
     assert refused(sched, daily(name="bad name")) == {"name": Code.BAD_SCHEDULE_NAME}
     assert refused(sched, daily(missed="sometimes")) == {"missed": Code.BAD_MISSED_POLICY}

@@ -419,14 +419,18 @@ def test_schema_checks_stay_linear_and_never_fail_with_500(queue, producer):
     tags = [{"a": n} for n in range(6000)]
     assert producer.post("/jobs", json={"type": "tagged", "payload": {"tags": tags}}).status_code == 201
     dup = producer.post("/jobs", json={"type": "tagged", "payload": {"tags": [*tags, {"a": 3.0}]}})
-    assert dup.status_code == 422 and dup.get_json()["errors"][0]["message"] == "has non-unique elements"
-    assert len(dup.get_data()) < 2000  # the answer does not echo the array
+    assert dup.status_code == 422 and dup.get_json()["errors"][0]["message"].endswith("…")
+    assert dup.get_json()["errors"][0]["message"].startswith('[{"a":0},')  # the validator's own words
+    assert len(dup.get_data()) < 2000  # the answer does not echo the whole array
     assert producer.post("/jobs", json={"type": "tagged", "payload": {"tags": [1, True]}}).status_code == 201
     wrong = producer.post("/jobs", json={"type": "lines", "payload": {"lines": [0] * 30000}})
     assert wrong.status_code == 422 and wrong.get_json()["errors"][0]["field"] == "payload.lines[0]"
     body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 400 + b"}}"
     huge = producer.post("/jobs", data=body, headers={"Content-Type": "application/json"})
-    assert huge.status_code == 422 and huge.get_json()["errors"][0]["field"] == "type"
+    assert huge.status_code == 201 and huge.get_json()["payload"] == {"amount": 10**400}  # compared exactly
+    body = b'{"type": "money", "payload": {"amount": 1' + b"0" * 399 + b"1}}"  # exact, not a double
+    assert producer.post("/jobs", data=body, headers={"Content-Type": "application/json"}).status_code == 201
+    assert producer.post("/jobs", json={"type": "money", "payload": {"amount": 0.015}}).status_code == 422
 
 
 @pytest.mark.parametrize("schema", ['{"maximum": NaN}', '{"maximum": Infinity}', '{"maximum": 1e400}'])

@@ -56,7 +56,7 @@ def test_submit_form_errors_are_shown_beside_the_field_and_nothing_is_created(ap
     queue.types.add("invoice", schema={"type": "object", "required": ["amount"]})
     schema = producer_browser.submit("/submit", type="invoice", payload="{}", priority="low", max_retries="3")
     assert re.search(
-        r"id=\"payload-error\">payload does not match the job type&#39;s schema: &#39;amount&#39; is a required property",
+        r"id=\"payload-error\">payload does not match the job type&#39;s schema: &#34;amount&#34; is a required property",
         schema.get_data(as_text=True),
     )
     too_high = producer_browser.submit(

@@ -86,7 +86,7 @@ def test_every_bad_field_is_shown_at_once_in_german(admin_browser: Browser, app)
         "oder einer Ziffer.",
         "cron": "Kein Cron-Ausdruck: gib fünf Felder an (Minute Stunde Tag Monat Wochentag) oder @hourly, "
         "@daily, @weekly, @monthly oder @yearly.",
-        "payload": "payload.day passt nicht zum Schema des Job-Typs: 3 is not of type 'string'",
+        "payload": 'payload.day passt nicht zum Schema des Job-Typs: 3 is not of type "string"',
     }
     assert app.extensions["queuelog"]["schedules"].all() == []
 
