@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import click
-from flask import Flask, Request, render_template, request
+from flask import Flask, Request, current_app, render_template, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
@@ -20,15 +20,6 @@ from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
-API_PREFIXES = ("/jobs", "/types", "/healthz", "/metrics", "/openapi.json", "/problems")
-API_PATHS = (
-    "/jobs",
-    "/schedules",
-    "/types",
-    "/healthz",
-    "/metrics",
-    "/openapi.json",
-)  # every route of the API blueprint
 log = logging.getLogger("queuelog")
 
 
@@ -177,10 +168,31 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(api_bp)
     web.register(app)
     register_templating(app)
+    app.extensions["queuelog"]["api_mounts"] = api_mounts(app)
+
+
+def api_mounts(app: Flask) -> frozenset[str]:
+    """The API's mount table: the first path segment of every route of the API blueprint ("jobs",
+    "schedules", "openapi.json" ...), read from the app's URL map, so that it never disagrees with the
+    routes. A path under one of them is the API's, whether or not a route matches it."""
+    mounts = frozenset(
+        rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if rule.endpoint.startswith("api.")
+    )
+    pages = {rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if not rule.endpoint.startswith("api.")}
+    clash = mounts & pages
+    if clash:  # a page under an API mount would get the API's errors and no session
+        raise RuntimeError(f"pages and the JSON API share the path prefixes {sorted(clash)}")
+    return mounts
+
+
+def is_api_path(app: Flask, path: str) -> bool:
+    """Whether ``path`` lies under one of the API's mounts (``api_mounts``)."""
+    return path.split("/", 2)[1] in app.extensions["queuelog"]["api_mounts"]
 
 
 def _is_api_request() -> bool:
-    return request.path.startswith(API_PREFIXES) or request.accept_mimetypes.best == "application/json"
+    """API requests get problem+json errors: a path under an API mount, or a caller that wants JSON."""
+    return is_api_path(current_app, request.path) or request.accept_mimetypes.best == "application/json"
 
 
 def register_errorhandlers(app: Flask) -> None:
@@ -281,6 +293,6 @@ class ApiFreeSessions(SecureCookieSessionInterface):
 
     def open_session(self, app: Flask, request: Request):
         # By path: Flask opens the session before it matches the URL to a view.
-        if request.path.startswith(API_PATHS):
+        if is_api_path(app, request.path):
             return None  # Flask puts a null session in its place, which nothing can write to
         return super().open_session(app, request)

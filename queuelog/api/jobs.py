@@ -32,7 +32,7 @@ from queuelog.queue.console import Console
 
 
 @bp.post("/jobs")
-@requires("producer")
+@requires("producer", to="enqueue jobs")
 def enqueue():
     """Enqueue jobs."""
     body = read_body()
@@ -45,7 +45,7 @@ def enqueue():
 
 
 @bp.post("/jobs/batch")
-@requires("producer")
+@requires("producer", to="enqueue jobs")
 def enqueue_batch():
     """Enqueue jobs."""
     items = BATCH_BODY.parse(read_body())["jobs"]
@@ -65,7 +65,7 @@ def enqueue_batch():
 
 
 @bp.get("/jobs")
-@requires("producer")
+@requires("producer", to="list jobs")
 def list_jobs():
     """List jobs."""
     principal: Principal = g.principal
@@ -95,7 +95,7 @@ def list_jobs():
 
 
 @bp.get("/jobs/<jobid:job_id>")
-@requires("producer", "worker")
+@requires("producer", "worker", to="read jobs")
 def get_job(job_id: int):
     """Read jobs."""
     job = visible_job(queue().get(job_id), g.principal, job_id)
@@ -103,7 +103,7 @@ def get_job(job_id: int):
 
 
 @bp.get("/jobs/<jobid:job_id>/events")
-@requires("producer")
+@requires("producer", to="read job events")
 def job_events(job_id: int):
     """Read job events."""
     principal: Principal = g.principal
@@ -116,7 +116,7 @@ def job_events(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/cancel")
-@requires("producer")
+@requires("producer", to="cancel jobs")
 def cancel(job_id: int):
     """Cancel jobs."""
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
@@ -127,7 +127,7 @@ def cancel(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")
-@requires("admin")
+@requires("admin", to="retry jobs")
 def retry(job_id: int):
     """Retry jobs."""
     EMPTY_BODY.parse(read_body())
