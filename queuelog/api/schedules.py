@@ -16,7 +16,7 @@ from queuelog.api.schemas import EMPTY_BODY
 from queuelog.api.shapes import entries
 from queuelog.api.validation import read_body
 from queuelog.models import Schedule
-from queuelog.queue.errors import QueueError
+from queuelog.queue.errors import Code, QueueError, each_refusal
 from queuelog.queue.schedules import Schedules, ScheduleValues
 
 _SETTINGS = (
@@ -52,12 +52,20 @@ def _values(name: str, given: dict[str, Any]) -> ScheduleValues:
 
 def _with_queue_checks(refusal: ApiError, values: ScheduleValues) -> ApiError:
     """A body's 422 with what the queue layer refuses among the fields it does not name yet: one answer
-    names each bad field (docs/schedules.md), up to the bound of ``refused``."""
+    names each bad field (docs/schedules.md), up to the bound of ``refused``. A refused cron or interval
+    stands in for the rule that exactly one of them is given."""
     named = fields_named(refusal)
+    timing_named = bool(named & {"cron", "interval_seconds"})
     try:
         schedules().check(values)
     except QueueError as exc:
-        more = [error for error in entries(exc) if error["field"].split(".")[0] not in named]
+        more = [
+            entry
+            for each in each_refusal(exc)
+            if not (timing_named and each.code is Code.TIMING_NEEDED)
+            for entry in entries(each)
+            if entry["field"].split(".")[0] not in named
+        ]
         return refused([*(refusal.errors or []), *more])
     return refusal
 
