@@ -241,7 +241,9 @@ def api_mounts(app: Flask) -> frozenset[str]:
     mounts = frozenset(
         rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if rule.endpoint.startswith("api.")
     )
-    pages = {rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if not rule.endpoint.startswith("api.")}
+    pages = {
+        rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if not rule.endpoint.startswith("api.")
+    }
     clash = mounts & pages
     if clash:  # a page under an API mount would get the API's errors and no session
         raise RuntimeError(f"pages and the JSON API share the path prefixes {sorted(clash)}")

@@ -45,7 +45,12 @@ def start(url: str, caplog, **settings):
         app = create_app(
             {
                 "TESTING": True,
-                "QUEUELOG": {"DATABASE_URL": url, "ADMIN_PASSWORD": ADMIN_PASSWORD, "SECRET_KEY": "k", **settings},
+                "QUEUELOG": {
+                    "DATABASE_URL": url,
+                    "ADMIN_PASSWORD": ADMIN_PASSWORD,
+                    "SECRET_KEY": "k",
+                    **settings,
+                },
             }
         )
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
@@ -101,7 +106,9 @@ def upgrade_in_a_new_process(url: str) -> subprocess.CompletedProcess:
 
 def test_an_empty_postgresql_schema_answers_503_until_upgraded(empty_pg_schema, caplog):
     app, warnings = start(empty_pg_schema, caplog)
-    assert [w for w in warnings if WARNING in w] == [f"{WARNING}: run `{COMMAND}`; until then every request answers 503"]
+    assert [w for w in warnings if WARNING in w] == [
+        f"{WARNING}: run `{COMMAND}`; until then every request answers 503"
+    ]
     assert not any("--app app " in w for w in warnings)
     assert_behind(app)
     run = upgrade_in_a_new_process(empty_pg_schema)  # the command the warning names, as a wheel has it

@@ -78,7 +78,13 @@ def test_a_new_type_names_each_bad_field(admin):
 
 def test_a_job_names_each_bad_field(producer):
     body = {"type": 5, "priority": "urgent", "max_retries": -1, "colour": 1, "payload": {"a": "\x00"}}
-    assert named(producer.post("/jobs", json=body)) == ["colour", "type", "payload", "priority", "max_retries"]
+    assert named(producer.post("/jobs", json=body)) == [
+        "colour",
+        "type",
+        "payload",
+        "priority",
+        "max_retries",
+    ]
     # checks beyond the schema: a NUL in the payload and a fractional retry count, together
     body = {"type": "email", "max_retries": 2.0, "payload": {"to": "a\x00b"}}
     assert sorted(named(producer.post("/jobs", json=body))) == ["max_retries", "payload"]
@@ -89,7 +95,11 @@ def test_a_batch_names_each_bad_item_and_field(producer):
     jobs.append({"type": 7})
     fields = named(producer.post("/jobs/batch", json={"jobs": jobs}))
     assert fields == ["jobs[1].priority", "jobs[1].max_retries", "jobs[3].type"]
-    jobs = [{"type": "email", "max_retries": 1.0}, {"type": "email"}, {"type": "email", "payload": {"x": "\x00"}}]
+    jobs = [
+        {"type": "email", "max_retries": 1.0},
+        {"type": "email"},
+        {"type": "email", "payload": {"x": "\x00"}},
+    ]
     fields = named(producer.post("/jobs/batch", json={"jobs": jobs}))
     assert fields == ["jobs[0].max_retries", "jobs[2].payload"]
     assert producer.get("/jobs").json["jobs"] == []
