@@ -69,9 +69,15 @@ def refused(errors: list[dict[str, Any]]) -> ApiError:
     return ApiError(422, "validation-failed", detail, errors=errors)
 
 
-def fields_named(error: ApiError) -> set[str]:
-    """The top-level fields a refusal names ("payload" for "payload.to", "jobs" for "jobs[1].type")."""
-    return {entry["field"].split(".")[0].split("[")[0] for entry in error.errors or ()}
+def fields_named(error: ApiError, path: str = "") -> set[str]:
+    """The fields a refusal names at ``path`` of the body (the top level by default): "payload" for
+    "payload.to", "jobs" for "jobs[1].type"; at path "jobs[1]", "type" for "jobs[1].type"."""
+    prefix = f"{path}." if path else ""
+    return {
+        entry["field"][len(prefix) :].split(".")[0].split("[")[0]
+        for entry in error.errors or ()
+        if entry["field"].startswith(prefix)
+    }
 
 
 def problem(

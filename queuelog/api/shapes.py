@@ -297,12 +297,13 @@ class Shape(Field):
             raise refused(found)
         return out
 
-    def good_part(self, value: Any, refusal: ApiError) -> dict[str, Any]:
-        """The finished values of the fields of ``value`` that ``refusal`` (this shape's 422) does not
-        name: what a further check (the queue layer's) can still judge. None when the refusal is full."""
+    def good_part(self, value: Any, refusal: ApiError, path: str = "") -> dict[str, Any]:
+        """The finished values of the fields of ``value`` (at ``path`` in the body) that ``refusal`` (the
+        body's 422) does not name: what a further check (the queue layer's) can still judge. None when the
+        refusal is full."""
         if not isinstance(value, dict) or len(refusal.errors or ()) >= MAX_ERRORS:
             return {}
-        named = fields_named(refusal)
+        named = fields_named(refusal, path)
         out = {}
         for key, field in self.fields.items():
             item = value.get(key)

@@ -124,3 +124,17 @@ def test_a_thousand_bad_fields_get_a_short_answer_quickly(admin, producer):
         assert len(fields) == MAX_ERRORS, (path, len(fields))
         assert took < 1.0, (path, took)
         assert len(response.data) < 4000, (path, len(response.data))
+
+
+def test_the_queue_layers_refusals_of_a_job_are_named_beside_the_schemas(admin, producer):
+    schema = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
+    assert send(admin, "POST", "/types", {"name": "mail", "payload_schema": schema}).status_code == 201
+    assert named(producer.post("/jobs", json={"type": "nope", "priority": "urgent"})) == ["priority", "type"]
+    body = {"type": "mail", "payload": {"to": 5}, "max_retries": -1}
+    assert named(producer.post("/jobs", json=body)) == ["max_retries", "payload.to"]
+    body = {"type": "mail", "payload": {"to": "\x00"}, "max_retries": -1}  # the payload's own refusal only
+    assert named(producer.post("/jobs", json=body)) == ["payload", "max_retries"]
+    jobs = [{"type": "nope"}, {"type": "mail", "priority": "urgent", "payload": {}}, {"type": "email"}]
+    fields = named(producer.post("/jobs/batch", json={"jobs": jobs}))
+    assert fields == ["jobs[1].priority", "jobs[0].type", "jobs[1].payload"]
+    assert producer.get("/jobs").json["jobs"] == []
