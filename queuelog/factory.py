@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import click
-from flask import Flask, Request, render_template, request
+from flask import Flask, Request, current_app, g, render_template, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
@@ -20,15 +22,6 @@ from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
 from queuelog.ratelimit import LoginLimiter
 
-API_PREFIXES = ("/jobs", "/types", "/healthz", "/metrics", "/openapi.json", "/problems")
-API_PATHS = (
-    "/jobs",
-    "/schedules",
-    "/types",
-    "/healthz",
-    "/metrics",
-    "/openapi.json",
-)  # every route of the API blueprint
 log = logging.getLogger("queuelog")
 
 
@@ -59,6 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_blueprints(app)
     register_errorhandlers(app)
     register_commands(app)
+    app.before_request(_schema_gate)
     app.after_request(_security_headers)
     if config["TRUSTED_PROXIES"] > 0:  # the client address: from X-Forwarded-For, as our proxies wrote it
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])
@@ -91,6 +85,7 @@ def register_extensions(app: Flask) -> None:
         "queue": queue,
         "schedules": Schedules(queue),
         "login_limiter": LoginLimiter(db),
+        "schema": SchemaWatch(db),
     }
 
     from queuelog.extensions import babel, csrf, login_manager
@@ -127,12 +122,19 @@ def register_extensions(app: Flask) -> None:
         )
 
 
+def _invoked() -> str | None:
+    """The `flask` command this process runs, or None under a WSGI server. Flask's own commands (``run``,
+    ``shell``, ``routes``) create the app while they run, and are named; the app's commands (``db``,
+    ``users`` ...) are found on the app, so it is created before click knows which one runs: "" then."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.find_root().invoked_subcommand or ""
+
+
 def _serving() -> bool:
     """Whether this process is one that serves: gunicorn or any WSGI server, or `flask run`. The other
     `flask` commands (`db upgrade`, `types add`, `shell` ...) create the app to reach its database and
     leave again: they start no maintenance thread (README, "How it behaves", Retention)."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is None or ctx.find_root().invoked_subcommand == "run"
+    return _invoked() in (None, "run")
 
 
 def prepare_database(app: Flask, db: Database) -> None:
@@ -147,8 +149,60 @@ def prepare_database(app: Flask, db: Database) -> None:
         current = True
     if current:
         bootstrap(app)
-    else:
-        app.logger.warning("the database schema is not current: run 'flask --app app db upgrade'")
+        return
+    app.extensions["queuelog"]["schema"].behind = True
+    if _serving():  # not for `db upgrade`, the cure, nor the other commands
+        app.logger.warning("%s; until then every request answers 503", SCHEMA_BEHIND)
+
+
+UPGRADE_COMMAND = "flask --app queuelog:create_app db upgrade"  # from a checkout and from a wheel alike
+SCHEMA_BEHIND = f"the database schema is not up to date: run `{UPGRADE_COMMAND}`"
+
+
+class SchemaWatch:
+    """Whether the database's schema is behind this code's migrations (PostgreSQL is never upgraded behind
+    the operator's back). While it is, every request but a static file answers 503 saying what to run,
+    instead of failing on tables that are not there; the schema is read again at most once a second, so
+    that the app serves as soon as `db upgrade` (another process, which also seeds the new database) is
+    done, without a restart."""
+
+    RECHECK_SECONDS = 1.0
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.behind = False
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def still_behind(self) -> bool:
+        if not self.behind:
+            return False
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked < self.RECHECK_SECONDS:
+                return self.behind
+            self._checked = now
+            try:
+                self.behind = not self.db.is_current()
+            except (OperationalError, DatabaseUnavailable):
+                pass  # unreachable: still behind, as far as we know
+            return self.behind
+
+
+def _schema_gate():
+    """Before every request: a 503 that says what to run while the schema is behind (``SchemaWatch``)."""
+    if not current_app.extensions["queuelog"]["schema"].still_behind() or request.endpoint == "static":
+        return None
+    from queuelog.api.problems import problem
+    from queuelog.extensions import login_manager
+
+    if _is_api_request():
+        return problem(503, "unavailable", SCHEMA_BEHIND, headers={"Retry-After": "5"})
+    g._login_user = login_manager.anonymous_user()  # Flask-Login's slot: no look-up in the users table
+    message = _(
+        "The database schema is not up to date. The operator must run: %(command)s", command=UPGRADE_COMMAND
+    )
+    return render_template("error.html", code=503, message=message), 503, {"Retry-After": "5"}
 
 
 def bootstrap(app: Flask) -> None:
@@ -177,10 +231,33 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(api_bp)
     web.register(app)
     register_templating(app)
+    app.extensions["queuelog"]["api_mounts"] = api_mounts(app)
+
+
+def api_mounts(app: Flask) -> frozenset[str]:
+    """The API's mount table: the first path segment of every route of the API blueprint ("jobs",
+    "schedules", "openapi.json" ...), read from the app's URL map, so that it never disagrees with the
+    routes. A path under one of them is the API's, whether or not a route matches it."""
+    mounts = frozenset(
+        rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if rule.endpoint.startswith("api.")
+    )
+    pages = {
+        rule.rule.split("/")[1] for rule in app.url_map.iter_rules() if not rule.endpoint.startswith("api.")
+    }
+    clash = mounts & pages
+    if clash:  # a page under an API mount would get the API's errors and no session
+        raise RuntimeError(f"pages and the JSON API share the path prefixes {sorted(clash)}")
+    return mounts
+
+
+def is_api_path(app: Flask, path: str) -> bool:
+    """Whether ``path`` lies under one of the API's mounts (``api_mounts``)."""
+    return path.split("/", 2)[1] in app.extensions["queuelog"]["api_mounts"]
 
 
 def _is_api_request() -> bool:
-    return request.path.startswith(API_PREFIXES) or request.accept_mimetypes.best == "application/json"
+    """API requests get problem+json errors: a path under an API mount, or a caller that wants JSON."""
+    return is_api_path(current_app, request.path) or request.accept_mimetypes.best == "application/json"
 
 
 def register_errorhandlers(app: Flask) -> None:
@@ -281,6 +358,6 @@ class ApiFreeSessions(SecureCookieSessionInterface):
 
     def open_session(self, app: Flask, request: Request):
         # By path: Flask opens the session before it matches the URL to a view.
-        if request.path.startswith(API_PATHS):
+        if is_api_path(app, request.path):
             return None  # Flask puts a null session in its place, which nothing can write to
         return super().open_session(app, request)

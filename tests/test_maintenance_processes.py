@@ -49,3 +49,14 @@ def test_a_flask_command_starts_none(tmp_path):
     # `flask shell` reads its commands from stdin when stdin is not a terminal.
     shell = _threads(tmp_path, "-m", "flask", "--app", "app", "shell", stdin=THREADS + "\n")
     assert "queuelog-maintenance" not in shell
+
+
+def test_an_app_command_starts_none(tmp_path):
+    """The app's own commands (`db upgrade`, `users` ...) are found on the app, so it is made before click
+    has chosen the command: that too is not a serving process."""
+    code = (
+        "import sys; from flask.cli import main; sys.argv = ['flask', '--app', 'app', 'db', 'upgrade']\n"
+        f"try:\n    main()\nexcept SystemExit:\n    pass\n{THREADS}"
+    )
+    upgrade = _threads(tmp_path, "-c", code)
+    assert "database is at head" in upgrade and "queuelog-maintenance" not in upgrade

@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, request
 from sqlalchemy.exc import OperationalError
+from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
@@ -19,6 +20,7 @@ from queuelog.api.render import dumps, json_text_response, render_json
 from queuelog.auth import Principal, authenticate_key
 from queuelog.db import DatabaseUnavailable
 from queuelog.engines import JobRecord
+from queuelog.inputs import text_fault
 from queuelog.queue import Code, JobNotFound, Queue, QueueError
 
 bp = Blueprint("api", __name__)
@@ -43,6 +45,20 @@ def _database_unavailable(exc: Exception):
     return ApiError(
         503, "unavailable", "the database is unavailable or busy; try again", headers={"Retry-After": "1"}
     ).response()
+
+
+@bp.before_request
+def _refuse_early() -> None:
+    """Before any key is looked at: a declared body past the limit is 413 on every route (Werkzeug would
+    say so only when a view reads it), and a path segment holding text no database can store (NUL, which
+    PostgreSQL refuses) names nothing that exists: 404, on both engines."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    length = request.content_length
+    if limit is not None and length is not None and length > limit:
+        raise RequestEntityTooLarge()
+    for value in (request.view_args or {}).values():
+        if isinstance(value, str) and text_fault(value) is not None:
+            raise NotFound()
 
 
 def queue() -> Queue:
@@ -74,8 +90,11 @@ def caller() -> Principal:
     return principal
 
 
-def requires(*allowed: str):
-    """Let through callers of the given kinds: ``worker``, ``producer`` (any user) or ``admin``."""
+def requires(*allowed: str, to: str):
+    """Let through callers of the given kinds: ``worker``, ``producer`` (any user) or ``admin``; others get
+    a 403 saying "this key may not <to>." (written here, never taken from a docstring: ``python -OO`` drops
+    those)."""
+    refusal = f"this key may not {to}."
 
     def decorator(view):
         @wraps(view)
@@ -87,7 +106,7 @@ def requires(*allowed: str):
                 or ("admin" in allowed and principal.is_admin)
             )
             if not ok:
-                raise ApiError(403, "forbidden", f"this key may not {view.__doc__.splitlines()[0].lower()}")
+                raise ApiError(403, "forbidden", refusal)
             g.principal = principal
             return view(*args, **kwargs)
 

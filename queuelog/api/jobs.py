@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import current_app, g, request, url_for
 
 from queuelog.api.answers import EVENT
@@ -13,9 +15,18 @@ from queuelog.api.base import (
     requires,
     visible_job,
 )
-from queuelog.api.problems import invalid
+from queuelog.api.fields import Json
+from queuelog.api.problems import MAX_ERRORS, ApiError, fields_named, invalid, refused
 from queuelog.api.render import json_array, json_object, json_text_response, text_or_null
-from queuelog.api.schemas import BATCH_BODY, EMPTY_BODY, LIST_QUERY, encode_cursor
+from queuelog.api.schemas import (
+    BATCH_BODY,
+    EMPTY_BODY,
+    JOB_BODY,
+    LIST_QUERY,
+    MAX_BATCH_ENQUEUE,
+    encode_cursor,
+)
+from queuelog.api.shapes import entries, join
 from queuelog.api.validation import (
     batch_key,
     header_text,
@@ -26,17 +37,43 @@ from queuelog.api.validation import (
 )
 from queuelog.auth import Principal
 from queuelog.engines.records import JobSearch
+from queuelog.queue import JobSpec, QueueError
 from queuelog.queue.console import Console
 
 # -- enqueue ------------------------------------------------------------------------------------------
 
 
+def _with_type_checks(refusal: ApiError, bodies: list[tuple[str, Any]]) -> ApiError:
+    """A refused body's 422 with what the queue layer says of its jobs' types and payloads (an unknown
+    type, a payload its type's schema refuses), for each job whose type and payload the 422 does not
+    name: one answer names each bad field, up to the bound of ``refused``."""
+    more: list[dict[str, Any]] = []
+    for path, body in bodies:
+        if len(refusal.errors or ()) + len(more) >= MAX_ERRORS:
+            break
+        good = JOB_BODY.good_part(body, refusal, path)
+        if "type" not in good:
+            continue
+        named = fields_named(refusal, path)
+        payload = good.get("payload") or Json({}, "{}")
+        try:
+            queue().types.check([JobSpec(good["type"], payload.value, payload.text)])
+        except QueueError as exc:
+            for entry in entries(exc):
+                if entry["field"].split(".")[0].split("[")[0] not in named:
+                    more.append({**entry, "field": join(path, entry["field"])})
+    return refused([*(refusal.errors or []), *more]) if more else refusal
+
+
 @bp.post("/jobs")
-@requires("producer")
+@requires("producer", to="enqueue jobs")
 def enqueue():
     """Enqueue jobs."""
     body = read_body()
-    spec = parse_job(body, header_key=header_text("Idempotency-Key"))
+    try:
+        spec = parse_job(body, header_key=header_text("Idempotency-Key"))
+    except ApiError as refusal:
+        raise _with_type_checks(refusal, [("", body)]) from None
     principal: Principal = g.principal
     principal.check_priority(spec.priority)
     job, created = queue().enqueue(principal.name, spec)
@@ -45,10 +82,17 @@ def enqueue():
 
 
 @bp.post("/jobs/batch")
-@requires("producer")
+@requires("producer", to="enqueue jobs")
 def enqueue_batch():
     """Enqueue jobs."""
-    items = BATCH_BODY.parse(read_body())["jobs"]
+    body = read_body()
+    try:
+        items = BATCH_BODY.parse(body)["jobs"]
+    except ApiError as refusal:
+        jobs = body.get("jobs")
+        if not isinstance(jobs, list) or len(jobs) > MAX_BATCH_ENQUEUE:
+            raise
+        raise _with_type_checks(refusal, [(f"jobs[{i}]", job) for i, job in enumerate(jobs)]) from None
     header_key = header_text("Idempotency-Key")
     specs = [job_spec(item, f"jobs[{i}]", batch_key(header_key, i)) for i, item in enumerate(items)]
     principal: Principal = g.principal
@@ -65,7 +109,7 @@ def enqueue_batch():
 
 
 @bp.get("/jobs")
-@requires("producer")
+@requires("producer", to="list jobs")
 def list_jobs():
     """List jobs."""
     principal: Principal = g.principal
@@ -95,7 +139,7 @@ def list_jobs():
 
 
 @bp.get("/jobs/<jobid:job_id>")
-@requires("producer", "worker")
+@requires("producer", "worker", to="read jobs")
 def get_job(job_id: int):
     """Read jobs."""
     job = visible_job(queue().get(job_id), g.principal, job_id)
@@ -103,7 +147,7 @@ def get_job(job_id: int):
 
 
 @bp.get("/jobs/<jobid:job_id>/events")
-@requires("producer")
+@requires("producer", to="read job events")
 def job_events(job_id: int):
     """Read job events."""
     principal: Principal = g.principal
@@ -116,7 +160,7 @@ def job_events(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/cancel")
-@requires("producer")
+@requires("producer", to="cancel jobs")
 def cancel(job_id: int):
     """Cancel jobs."""
     EMPTY_BODY.parse(read_body())  # an empty body is fine; a malformed one or any field is an error
@@ -127,7 +171,7 @@ def cancel(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/retry")
-@requires("admin")
+@requires("admin", to="retry jobs")
 def retry(job_id: int):
     """Retry jobs."""
     EMPTY_BODY.parse(read_body())

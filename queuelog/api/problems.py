@@ -48,11 +48,36 @@ class ApiError(Exception):
         return problem(self.status, self.slug, self.detail, errors=self.errors, headers=self.headers)
 
 
+MAX_ERRORS = 20  # a refusal names at most this many fields: a body of many bad fields gets a short answer
+
+
 def invalid(field: str, message: str) -> ApiError:
     """A 422 naming one field."""
     return ApiError(
         422, "validation-failed", f"{field}: {message}", errors=[{"field": field, "message": message}]
     )
+
+
+def refused(errors: list[dict[str, Any]]) -> ApiError:
+    """A 422 naming each bad field of a request (its first MAX_ERRORS), in the order given; the detail
+    says them in one line: "field: message; field: message", or "unknown field(s): a, b"."""
+    errors = errors[:MAX_ERRORS]
+    if all(error["message"] == "unknown field" for error in errors):
+        detail = "unknown field(s): " + ", ".join(error["field"] for error in errors)
+    else:
+        detail = "; ".join(f"{error['field']}: {error['message']}" for error in errors)
+    return ApiError(422, "validation-failed", detail, errors=errors)
+
+
+def fields_named(error: ApiError, path: str = "") -> set[str]:
+    """The fields a refusal names at ``path`` of the body (the top level by default): "payload" for
+    "payload.to", "jobs" for "jobs[1].type"; at path "jobs[1]", "type" for "jobs[1].type"."""
+    prefix = f"{path}." if path else ""
+    return {
+        entry["field"][len(prefix) :].split(".")[0].split("[")[0]
+        for entry in error.errors or ()
+        if entry["field"].startswith(prefix)
+    }
 
 
 def problem(

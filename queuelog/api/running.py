@@ -13,7 +13,7 @@ from queuelog.api.workers import report_answer
 
 
 @bp.post("/jobs/<jobid:job_id>/snooze")
-@requires("worker")
+@requires("worker", to="snooze jobs")
 def snooze(job_id: int):
     """Snooze jobs."""
     body = SNOOZE_BODY.parse(read_body())
@@ -22,7 +22,7 @@ def snooze(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/cancelled")
-@requires("worker")
+@requires("worker", to="report cancelled jobs")
 def cancelled(job_id: int):
     """Report cancelled jobs."""
     body = CANCELLED_BODY.parse(read_body())

@@ -6,8 +6,9 @@ a JSON object of named fields; a ``ListOf`` a JSON array of one field. From thes
 the answers' rendering and ``/openapi.json`` (``openapi.py``).
 
 A request is judged by one compiled validator (jsonschema-rs) of its whole shape. Only a body that it
-refuses is walked field by field, in declared order, to name the first offending field: unknown fields
-first (all of them), then each field, then the rules between fields.
+refuses is walked field by field, in declared order, to name each offending field: unknown fields first,
+then each field (nested ones too), then the rules between fields. The checks beyond the schema name each
+field they refuse as well. One refusal names at most ``MAX_ERRORS`` fields, and the walk stops there.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from typing import Any
 
 import jsonschema_rs
 
-from queuelog.api.problems import ApiError, invalid
+from queuelog.api.problems import MAX_ERRORS, ApiError, fields_named, refused
+from queuelog.queue.errors import QueueError
+
+Error = dict[str, Any]  # one entry of a 422's errors: {"field": ..., "message": ...}
 
 REF = "#/components/schemas/"
 NO_DEFAULT = object()
@@ -131,20 +135,50 @@ class Field:
         return compile_schema(self.json_schema())
 
     def explain(self, value: Any, path: str) -> ApiError:
-        """The 422 for a value the schema refuses."""
+        """The 422 for a value the schema refuses, naming each offending field."""
+        return refused(self.errors(value, path, MAX_ERRORS))
+
+    def errors(self, value: Any, path: str, room: int) -> list[Error]:
+        """What is wrong with a value the schema refuses: at most ``room`` entries (at least one)."""
         message = self.message(value) if callable(self.message) else self.message
-        return invalid(path, message)
+        return [{"field": path, "message": message}]
+
+    def refusals(self, value: Any, path: str, room: int) -> list[Error]:
+        """Everything wrong with ``value`` (at most ``room`` entries; none when it is fine): the schema's
+        refusals, else those of the checks beyond it."""
+        if not valid(self.validator, value):
+            return self.errors(value, path, room)
+        try:
+            self.finish(value, path)
+        except (ApiError, QueueError) as exc:
+            return entries(exc)[:room]
+        return []
 
     def finish(self, value: Any, path: str) -> Any:
         """A valid value after the checks no schema expresses (``None`` is never checked)."""
         return value if value is None or self.check is None else self.check(value, path)
 
     def parse(self, value: Any, path: str = "") -> Any:
-        """``value`` checked against the declaration (a 422 naming the first offending field), then
+        """``value`` checked against the declaration (a 422 naming each offending field), then
         finished: defaults filled in, the checks beyond the schema made, values converted."""
         if not valid(self.validator, value):
             raise self.explain(value, path)
         return self.finish(value, path)
+
+
+def entries(exc: ApiError | QueueError) -> list[Error]:
+    """The fields a refusal names, as a 422's ``errors``. A refusal that names no field (a 404, a 409) is
+    raised again: it is not about the request's fields."""
+    if isinstance(exc, QueueError):
+        from queuelog.api.refusals import problem_of
+
+        error = problem_of(exc)
+        if error.slug != "validation-failed" or not error.errors:
+            raise exc
+        return error.errors
+    if exc.slug != "validation-failed" or not exc.errors:
+        raise exc
+    return exc.errors
 
 
 class ListOf(Field):
@@ -161,17 +195,29 @@ class ListOf(Field):
         self.item = item
         self.low, self.high = low, high
 
-    def explain(self, value: Any, path: str) -> ApiError:
+    def errors(self, value: Any, path: str, room: int) -> list[Error]:
+        found: list[Error] = []
         if isinstance(value, list) and self.low <= len(value) <= self.high:
             for i, item in enumerate(value):
-                if not valid(self.item.validator, item):
-                    return self.item.explain(item, f"{path}[{i}]")
-        return super().explain(value, path)
+                found += self.item.refusals(item, f"{path}[{i}]", room - len(found))
+                if len(found) >= room:
+                    break
+        return found or super().errors(value, path, room)
 
     def finish(self, value: Any, path: str) -> Any:
         if value is None:
             return None
-        return [self.item.finish(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        out, found = [], []
+        for i, item in enumerate(value):
+            try:
+                out.append(self.item.finish(item, f"{path}[{i}]"))
+            except (ApiError, QueueError) as exc:
+                found += entries(exc)
+                if len(found) >= MAX_ERRORS:
+                    break
+        if found:
+            raise refused(found)
+        return out
 
 
 class Shape(Field):
@@ -212,33 +258,61 @@ class Shape(Field):
     def json_schema(self) -> dict[str, Any]:
         return {"$ref": REF + self.name}
 
-    def explain(self, value: Any, path: str) -> ApiError:
+    def errors(self, value: Any, path: str, room: int) -> list[Error]:
         if not isinstance(value, dict):
-            return invalid(path or "body", self.message)
-        unknown = [key for key in value if key not in self.fields] if self.closed else []
-        if unknown:
-            errors = [{"field": join(path, key), "message": "unknown field"} for key in unknown]
-            detail = "unknown field(s): " + ", ".join(e["field"] for e in errors)
-            return ApiError(422, "validation-failed", detail, errors=errors)
+            return [{"field": path or "body", "message": self.message}]
+        found: list[Error] = []
+        if self.closed:
+            for key in value:
+                if key not in self.fields:
+                    found.append({"field": join(path, key), "message": "unknown field"})
+                    if len(found) >= room:
+                        return found
         for key, field in self.fields.items():
             item = value.get(key)
             if item is None and key in self.required:
-                return invalid(join(path, key), field.missing)
-            if key in value and not valid(field.validator, item):
-                return field.explain(item, join(path, key))
+                found.append({"field": join(path, key), "message": field.missing})
+            elif key in value:
+                found += field.refusals(item, join(path, key), room - len(found))
+            if len(found) >= room:
+                return found[:room]
         if self.exclusive and all(key in value for key in self.exclusive[:2]):
-            return invalid(join(path, self.exclusive[0]), self.exclusive[2])
-        return invalid(path or "body", "is invalid")  # the validator and this walk disagree: a bug
+            found.append({"field": join(path, self.exclusive[0]), "message": self.exclusive[2]})
+        return found or [{"field": path or "body", "message": "is invalid"}]  # a disagreement: a bug
 
     def finish(self, value: dict[str, Any], path: str) -> dict[str, Any]:
-        out = {}
+        out, found = {}, []
         for key, field, default, checked in self.finish_plan:
             item = value.get(key, default)
             if item is default and type(default) is dict:
                 item = dict(default)  # a fresh copy for each request, never the declaration's own
             if checked and item is not None:
-                item = field.finish(item, f"{path}.{key}" if path else key)
+                try:
+                    item = field.finish(item, f"{path}.{key}" if path else key)
+                except (ApiError, QueueError) as exc:
+                    found += entries(exc)
+                    continue
             out[key] = item
+        if found:
+            raise refused(found)
+        return out
+
+    def good_part(self, value: Any, refusal: ApiError, path: str = "") -> dict[str, Any]:
+        """The finished values of the fields of ``value`` (at ``path`` in the body) that ``refusal`` (the
+        body's 422) does not name: what a further check (the queue layer's) can still judge. None when the
+        refusal is full."""
+        if not isinstance(value, dict) or len(refusal.errors or ()) >= MAX_ERRORS:
+            return {}
+        named = fields_named(refusal, path)
+        out = {}
+        for key, field in self.fields.items():
+            item = value.get(key)
+            if key in named or key not in value or not valid(field.validator, item):
+                continue
+            try:
+                out[key] = field.finish(item, key)
+            except (ApiError, QueueError):
+                continue
         return out
 
     def render(self, record: Mapping[str, Any], omit: frozenset[str] = frozenset()) -> dict[str, Any]:

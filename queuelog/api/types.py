@@ -22,7 +22,7 @@ def type_json(job_type: JobType, running: dict[str, int] | None = None) -> dict:
 
 
 @bp.get("/types")
-@requires("admin")
+@requires("admin", to="manage job types")
 def list_types():
     """Manage job types."""
     running = running_by_type(queue().engine)
@@ -32,7 +32,7 @@ def list_types():
 
 
 @bp.post("/types")
-@requires("admin")
+@requires("admin", to="manage job types")
 def create_type():
     """Manage job types."""
     body = TYPE_BODY.parse(read_body())
@@ -47,14 +47,14 @@ def create_type():
 
 
 @bp.get("/types/<path:name>")
-@requires("admin")
+@requires("admin", to="manage job types")
 def get_type(name: str):
     """Manage job types."""
     return json_response(type_json(queue().types.get(name)))
 
 
 @bp.patch("/types/<path:name>")
-@requires("admin")
+@requires("admin", to="manage job types")
 def change_type(name: str):
     """Manage job types."""
     raw = read_body()

@@ -24,7 +24,7 @@ from queuelog.queue import QueueError
 
 
 @bp.post("/jobs/complete")
-@requires("worker")
+@requires("worker", to="complete jobs")
 def complete_batch():
     """Complete jobs."""
     items = BATCH_COMPLETE_BODY.parse(read_body())["jobs"]
@@ -53,7 +53,7 @@ def complete_batch():
 
 
 @bp.post("/jobs/claim")
-@requires("worker")
+@requires("worker", to="claim jobs")
 def claim():
     """Claim jobs."""
     body = CLAIM_BODY.parse(read_body())
@@ -87,7 +87,7 @@ def report_answer(job: JobRecord) -> Response:
 
 
 @bp.post("/jobs/<jobid:job_id>/complete")
-@requires("worker")
+@requires("worker", to="complete jobs")
 def complete(job_id: int):
     """Complete jobs."""
     body = COMPLETE_BODY.parse(read_body())
@@ -97,7 +97,7 @@ def complete(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/heartbeat")
-@requires("worker")
+@requires("worker", to="extend leases")
 def heartbeat(job_id: int):
     """Extend leases."""
     body = HEARTBEAT_BODY.parse(read_body())
@@ -113,7 +113,7 @@ def heartbeat(job_id: int):
 
 
 @bp.post("/jobs/<jobid:job_id>/fail")
-@requires("worker")
+@requires("worker", to="fail jobs")
 def fail(job_id: int):
     """Fail jobs."""
     body = FAIL_BODY.parse(read_body())

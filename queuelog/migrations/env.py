@@ -22,5 +22,5 @@ def run_migrations_online() -> None:
 
 
 if context.is_offline_mode():
-    raise SystemExit("queuelog migrations run online only: use `flask --app app db upgrade`")
+    raise SystemExit("queuelog migrations run online only: use `flask --app queuelog:create_app db upgrade`")
 run_migrations_online()
