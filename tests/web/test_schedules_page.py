@@ -142,3 +142,28 @@ def test_the_dashboard_shows_admins_the_next_schedules_to_fire(
     names = re.findall(r'href="/admin/schedules/([\w-]+)">', card)
     assert names == ["hourly", "nightly"]  # the soonest first; a paused one is left out
     assert "next-schedules" not in producer_browser.get("/").get_data(as_text=True)
+
+
+def test_malformed_json_is_named_as_such_beside_every_other_bad_field_in_each_language(
+    admin_browser: Browser, app
+):
+    """A payload that is not JSON is "not valid JSON: <reason>" (not "must be a JSON object"), and the
+    name's and the cron expression's messages are shown with it, not after it is fixed."""
+    bad = form(name="two words", cron="61 * * * *", payload='{"to": ')
+    words = {
+        "en": ("Not valid JSON: Expecting value", "Use 1 to 55 letters", "Not a cron expression"),
+        "de": ("Kein gültiges JSON: Expecting value", "Verwende 1 bis 55 Buchstaben", "Kein Cron-Ausdruck"),
+        "pt_BR": ("JSON inválido: Expecting value", "Use de 1 a 55 letras", "Não é uma expressão cron"),
+        "zh_Hans": ("不是有效的 JSON：Expecting value", "使用 1 到 55 个字母", "不是 Cron 表达式"),
+    }
+    for locale, (payload, name, cron) in words.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        answer = send(admin_browser, "/admin/schedules/new", bad)
+        assert answer.status_code == 422
+        beside = {k: html.unescape(v) for k, v in errors_beside(answer.get_data(as_text=True)).items()}
+        assert set(beside) == {"name", "cron", "payload"}, (locale, beside)
+        assert beside["payload"].startswith(payload), (locale, beside)
+        assert beside["name"].startswith(name) and beside["cron"].startswith(cron), (locale, beside)
+    empty_name = send(admin_browser, "/admin/schedules/new", form(name="", cron="61 * * * *", payload="{"))
+    assert set(errors_beside(empty_name.get_data(as_text=True))) == {"name", "cron", "payload"}
+    assert app.extensions["queuelog"]["schedules"].all() == []
