@@ -124,6 +124,7 @@ def _edit(form: ScheduleForm, schedule: Schedule | None):
         schedule=schedule,
         upcoming=upcoming,
         zone=zone(form.timezone.data or "UTC"),
+        fill_zone=schedule is None and request.method == "GET",
     )
     return page, (422 if form.errors else 200)
 
@@ -163,10 +164,29 @@ def schedule_edit(name: str):
     return _edit(form, schedule)
 
 
+@bp.route("/schedules/<name>/delete", methods=["GET", "POST"])
+@admin_required
+def schedule_delete(name: str):
+    """Delete a schedule after a confirmation, as bulk actions and revoking a key ask first."""
+    try:
+        schedules().get(name)
+    except ScheduleNotFound:
+        abort(404)
+    form = ConfirmForm()
+    if request.method == "POST" and form.validate_on_submit():
+        try:
+            schedules().delete(name, current_user.username)
+        except ScheduleNotFound:
+            abort(404)
+        flash(_("Schedule %(name)s deleted.", name=name), "success")
+        return redirect(url_for("web_schedules.schedule_list"))
+    return render_template("admin/confirm_schedule_delete.html", name=name, form=form)
+
+
 @bp.post("/schedules/<name>/<change>")
 @admin_required
 def schedule_change(name: str, change: str):
-    actions: dict[str, Any] = {"pause": "pause", "resume": "resume", "run": "run_now", "delete": "delete"}
+    actions: dict[str, Any] = {"pause": "pause", "resume": "resume", "run": "run_now"}
     if change not in actions:
         abort(404)
     if ConfirmForm().validate_on_submit():
@@ -179,8 +199,8 @@ def schedule_change(name: str, change: str):
             return redirect(url_for("web_schedules.schedule_list"))
         if change == "run":
             flash(_("Job %(id)d enqueued.", id=done.id), "success")
-        elif change == "delete":
-            flash(_("Schedule %(name)s deleted.", name=name), "success")
+        elif change == "pause":
+            flash(_("Schedule %(name)s paused.", name=name), "success")
         else:
-            flash(_("Schedule %(name)s saved.", name=name), "success")
+            flash(_("Schedule %(name)s resumed.", name=name), "success")
     return redirect(url_for("web_schedules.schedule_list"))
