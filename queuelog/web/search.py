@@ -16,6 +16,8 @@ from werkzeug.datastructures import MultiDict
 from queuelog.engines.records import JobSearch
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, STATUSES
+from queuelog.queue.stats import ErrorGroup, QueueStats
+from queuelog.web import queue
 
 FIELDS = (
     "id",
@@ -31,8 +33,9 @@ FIELDS = (
     "error",
     "path",
     "value",
+    "group",
 )
-ADMIN_ONLY = ("owner", "error")
+ADMIN_ONLY = ("owner", "error", "group")
 NAME_CHARS = 64  # owners, workers and types are names of at most 64 characters
 TEXT_CHARS = 200  # error text and payload values
 PATH_KEYS = 8
@@ -40,12 +43,13 @@ _LOCAL_TIME = re.compile(r"(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?", re.ASCII)
 
 
 class ParsedSearch(NamedTuple):
-    """The search, the problems by field (empty when it may run), and the fields as given (to fill the
-    form and the links again)."""
+    """The search, the problems by field (empty when it may run), the fields as given (to fill the form
+    and the links again), and the error group it is limited to (``group``: None when none or unknown)."""
 
     search: JobSearch
     errors: dict[str, str]
     query: dict[str, str]
+    group: ErrorGroup | None = None
 
 
 def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch:
@@ -64,7 +68,11 @@ def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch
         errors.setdefault(missing, _("Give both a payload field and its value."))
     if not admin:
         found["owner"] = username
-    return ParsedSearch(JobSearch(**found), errors, query)
+    group = None
+    if "group" in found:  # exactly the group's jobs: those the errors page lists under it
+        group = QueueStats(queue()).error_group(found.pop("group"))
+        found["ids"] = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
+    return ParsedSearch(JobSearch(**found), errors, query, group)
 
 
 def _name(text: str) -> str:
@@ -82,6 +90,8 @@ def _field(name: str, text: str) -> dict:
         return {"id": number}
     if name in ("owner", "type"):
         return {name: _name(text)}
+    if name == "group":
+        return {"group": text[:NAME_CHARS]}
     if name == "worker":
         return {"worker": _name(text)}
     if name == "priority":
