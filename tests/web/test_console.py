@@ -252,3 +252,23 @@ def test_an_error_groups_search_lists_exactly_its_jobs(admin_browser, producer, 
     statuses = [producer.get(f"/jobs/{i}").json["status"] for i in ids]
     assert statuses == ["pending", "failed", "pending", "failed"]
     assert shown(admin_browser.get("/queue?group=0123456789abcdef")) == []  # an unknown group: none
+
+
+def test_a_bulk_confirmation_shows_the_search_in_the_pages_language(admin_browser, jobs):
+    """The search a bulk action will act on, each field by its name in the search form and each status,
+    priority and time as the page's language writes them (not "status failed" on a German page)."""
+    path = "/queue/bulk/retry?status=failed&priority=low&created_from=2026-01-15T09:30&error=SMTP"
+    expected = {
+        "en": [("Priority", "low"), ("Status", "failed"), ("Created from", "1/15/26, 9:30\u202fAM"),
+               ("Error contains", "SMTP")],
+        "de": [("Priorität", "niedrig"), ("Status", "fehlgeschlagen"), ("Erstellt ab", "15.01.26, 09:30"),
+               ("Fehler enthält", "SMTP")],
+        "pt_BR": [("Prioridade", "baixa"), ("Situação", "com falha"), ("Criada a partir de", "15/01/2026 09:30"),
+                  ("O erro contém", "SMTP")],
+        "zh_Hans": [("优先级", "低"), ("状态", "失败"), ("创建时间起", "2026/1/15 09:30"), ("错误包含", "SMTP")],
+    }  # fmt: skip
+    for locale, terms in expected.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        page = html.unescape(admin_browser.get(path).get_data(as_text=True))
+        shown_terms = re.findall(r'<li><span class="muted">([^<]*)</span> <code>([^<]*)</code></li>', page)
+        assert shown_terms == terms, (locale, shown_terms)
