@@ -217,3 +217,20 @@ def test_a_new_schedules_zone_menu_is_marked_for_the_browsers_zone(admin_browser
         assert "data-browser-zone" not in admin_browser.get(path).get_data(as_text=True)
     refused = send(admin_browser, "/admin/schedules/new", form(name="two words"))
     assert "data-browser-zone" not in refused.get_data(as_text=True)  # the person's choice stays
+
+
+def test_the_audit_logs_intro_names_what_it_lists(admin_browser: Browser, producer, worker):
+    """The intro names schedules and bulk actions, which the log lists beside users, keys and types."""
+    send(admin_browser, "/admin/schedules/new", form())
+    job = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+    token = csrf_token(admin_browser.get("/queue").get_data(as_text=True))
+    admin_browser.client.post(
+        "/queue/bulk/selected",
+        data={"action": "retry", "ids": str(job["id"]), "confirmed": "1", "csrf_token": token},
+    )
+    page = html.unescape(admin_browser.get("/admin/audit").get_data(as_text=True))
+    assert "schedule.create" in page and "jobs.bulk_retry" in page
+    intro = re.search(r'<h1>Audit log</h1>\s*<p class="muted">([^<]*)</p>', page).group(1)
+    assert "schedules" in intro and "bulk actions" in intro, intro
