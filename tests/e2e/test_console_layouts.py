@@ -157,3 +157,35 @@ def test_a_new_schedule_takes_the_browsers_time_zone(backend, live_server, chrom
         assert problems == []
     finally:
         context.close()
+
+
+def test_the_phone_header_is_compact_and_its_menu_works_without_javascript(backend, live_server, chromium):
+    """At 390 px without script: the header is at most 120 px tall, every navigation link is on its one
+    line (it scrolls sideways), and "Menu" opens the tools, whose language menu works."""
+    if backend.name != "sqlite":
+        pytest.skip("the header does not depend on the database engine; checked on SQLite")
+    server = live_server(workers=1, threads=4)
+    context = chromium.new_context(
+        viewport={"width": PHONE[0], "height": PHONE[1]}, java_script_enabled=False
+    )
+    try:
+        page = context.new_page()
+        login(page, server.url)
+        page.goto(f"{server.url}/admin/figures")
+        assert page.locator("header.top").bounding_box()["height"] <= 120
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0]
+        assert not page.locator("#locale-menu").is_visible()
+        nav = page.locator("header.top nav")
+        assert nav.evaluate("n => n.scrollWidth > n.clientWidth")  # more links than fit: they scroll
+        page.get_by_role("link", name="Audit log").scroll_into_view_if_needed()
+        page.get_by_role("link", name="Audit log").click()
+        page.wait_for_url(f"{server.url}/admin/audit")
+        page.get_by_role("link", name="Menu").click()
+        assert page.locator("#locale-menu").is_visible()
+        page.locator("#locale-menu").select_option("de")
+        page.get_by_role("button", name="Change language").click()
+        page.wait_for_url(f"{server.url}/admin/audit")
+        assert page.locator("h1").inner_text() == "Audit-Protokoll"
+        assert not page.locator("#locale-menu").is_visible()  # the menu closed with the new page
+    finally:
+        context.close()
