@@ -182,6 +182,7 @@ def test_the_phone_header_is_compact_and_its_menu_works_without_javascript(backe
         page.wait_for_url(f"{server.url}/admin/audit")
         page.get_by_role("link", name="Menu").click()
         assert page.locator("#locale-menu").is_visible()
+        screenshot(page, "phone-menu-open")
         page.locator("#locale-menu").select_option("de")
         page.get_by_role("button", name="Change language").click()
         page.wait_for_url(f"{server.url}/admin/audit")
