@@ -133,7 +133,8 @@ class JobSearch(NamedTuple):
     Times are aware datetimes, ``*_from`` inclusive and ``*_to`` exclusive. ``error`` is a piece of the
     stored error, matched without regard to ASCII case. ``payload_path`` names keys of nested objects,
     and the value found there, written as text (``true``, ``42``, ``ada@example.com``), must equal
-    ``payload_value``.
+    ``payload_value``. ``ids``, when given, limits the search to those jobs (an error group's, which the
+    errors page links to); an empty tuple matches nothing.
     """
 
     id: int | None = None
@@ -149,6 +150,7 @@ class JobSearch(NamedTuple):
     error: str | None = None
     payload_path: tuple[str, ...] = ()
     payload_value: str | None = None
+    ids: tuple[int, ...] | None = None
 
 
 class SearchPage(NamedTuple):

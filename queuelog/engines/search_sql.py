@@ -13,6 +13,7 @@ differ in parameter style, JSON access and text search, hence ``Dialect``.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -39,6 +40,12 @@ class Dialect(NamedTuple):
         if self.name == "sqlite":
             return f"instr(lower(error), lower({self.p('error')})) > 0"
         return f"strpos(lower(error), lower({self.p('error')})) > 0"
+
+    def ids_among(self) -> str:
+        """The job is one of the given ids (bound as a JSON array on SQLite, an array on PostgreSQL)."""
+        if self.name == "sqlite":
+            return f"id IN (SELECT value FROM json_each({self.p('ids')}))"
+        return f"id = ANY({self.p('ids')})"
 
     def payload_equals(self) -> str:
         """The payload's value at the path, as text, equals the value: strings as they are, numbers as
@@ -69,7 +76,7 @@ SCANNED = {
 
 def present(search: JobSearch) -> tuple[str, ...]:
     """The names of the fields ``search`` looks at (a path without a value looks at nothing)."""
-    names = [name for name in EXACT + tuple(SCANNED) if getattr(search, name) is not None]
+    names = [name for name in (*EXACT, "ids", *SCANNED) if getattr(search, name) is not None]
     if "payload_value" in names and not search.payload_path:
         names.remove("payload_value")
     return tuple(names)
@@ -82,6 +89,8 @@ def bind(search: JobSearch, dialect: str, bind_time: Any) -> dict[str, Any]:
     for name in present(search):
         value = getattr(search, name)
         params[name] = bind_time(value) if name.endswith(("_from", "_to")) else value
+    if "ids" in params:
+        params["ids"] = json.dumps(list(search.ids or ())) if dialect == "sqlite" else list(search.ids or ())
     if "payload_value" in params:
         keys = search.payload_path
         params["payload_path"] = "$" + "".join(f'."{k}"' for k in keys) if dialect == "sqlite" else list(keys)
@@ -89,7 +98,8 @@ def bind(search: JobSearch, dialect: str, bind_time: Any) -> dict[str, Any]:
 
 
 def _exact(d: Dialect, names: tuple[str, ...]) -> list[str]:
-    return [f"{name} = {d.p(name)}" for name in names if name in EXACT]
+    ids = [d.ids_among()] if "ids" in names else []  # the primary key's index, as ``id`` is
+    return [f"{name} = {d.p(name)}" for name in names if name in EXACT] + ids
 
 
 def _scanned(d: Dialect, names: tuple[str, ...]) -> list[str]:

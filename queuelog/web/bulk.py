@@ -20,7 +20,7 @@ from queuelog.inputs import ascii_int
 from queuelog.queue.console import ACTIONS, COUNT_CAP
 from queuelog.web import admin_required, console, db
 from queuelog.web.forms import ConfirmForm
-from queuelog.web.search import parse_search
+from queuelog.web.search import parse_search, search_terms
 
 bp = Blueprint("web_bulk", __name__, url_prefix="/queue/bulk")
 MAX_SELECTED = 500  # ids one request may name (the list shows 50 a page)
@@ -89,6 +89,7 @@ def matching(action: str):
             count=min(count, COUNT_CAP),
             capped=count > COUNT_CAP,
             query=parsed.query,
+            terms=search_terms(parsed),
             ceiling=ceiling,
             back=back,
             form=form,

@@ -197,6 +197,7 @@ def job_list():
         scan=search.scan,
         errors=parsed.errors,
         query=parsed.query,
+        group=parsed.group,
         back=urlencode(parsed.query),
         statuses=STATUSES,
         priorities=list(PRIORITIES),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from babel.dates import format_timedelta
 from flask import Blueprint, Flask, abort, flash, redirect, render_template, request, url_for
-from flask_babel import format_decimal, format_percent, format_time, format_timedelta
+from flask_babel import format_decimal, format_percent, format_time, get_locale
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
@@ -59,7 +60,10 @@ def _duration(seconds: float | None) -> str:
         return _("%(number)s ms", number=format_decimal(round(seconds * 1000)))
     if seconds < 100:
         return _("%(number)s s", number=format_decimal(round(seconds, 1)))
-    return format_timedelta(timedelta(seconds=seconds), granularity="second", format="short", threshold=1.5)
+    # Babel's own function: Flask-Babel's wrapper takes no ``format`` (the short units, "2 min", "2分钟").
+    return format_timedelta(
+        timedelta(seconds=seconds), granularity="second", format="short", threshold=1.5, locale=get_locale()
+    )
 
 
 def _percent(value: float | None) -> str:

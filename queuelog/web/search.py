@@ -9,13 +9,17 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from flask_babel import get_timezone
+from babel.dates import format_datetime
+from flask_babel import get_locale, get_timezone
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from werkzeug.datastructures import MultiDict
 
 from queuelog.engines.records import JobSearch
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, STATUSES
+from queuelog.queue.stats import ErrorGroup, QueueStats
+from queuelog.web import queue
 
 FIELDS = (
     "id",
@@ -31,8 +35,26 @@ FIELDS = (
     "error",
     "path",
     "value",
+    "group",
 )
-ADMIN_ONLY = ("owner", "error")
+ADMIN_ONLY = ("owner", "error", "group")
+# The fields' names as the jobs list's search form shows them (templates/jobs/list.html).
+LABELS = {
+    "id": _l("Job number"),
+    "status": _l("Status"),
+    "type": _l("Type"),
+    "priority": _l("Priority"),
+    "owner": _l("Owner"),
+    "worker": _l("Worker"),
+    "created_from": _l("Created from"),
+    "created_to": _l("Created before"),
+    "finished_from": _l("Finished from"),
+    "finished_to": _l("Finished before"),
+    "error": _l("Error contains"),
+    "path": _l("Payload field"),
+    "value": _l("Payload value"),
+    "group": _l("Error group"),
+}
 NAME_CHARS = 64  # owners, workers and types are names of at most 64 characters
 TEXT_CHARS = 200  # error text and payload values
 PATH_KEYS = 8
@@ -40,12 +62,13 @@ _LOCAL_TIME = re.compile(r"(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?", re.ASCII)
 
 
 class ParsedSearch(NamedTuple):
-    """The search, the problems by field (empty when it may run), and the fields as given (to fill the
-    form and the links again)."""
+    """The search, the problems by field (empty when it may run), the fields as given (to fill the form
+    and the links again), and the error group it is limited to (``group``: None when none or unknown)."""
 
     search: JobSearch
     errors: dict[str, str]
     query: dict[str, str]
+    group: ErrorGroup | None = None
 
 
 def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch:
@@ -64,7 +87,27 @@ def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch
         errors.setdefault(missing, _("Give both a payload field and its value."))
     if not admin:
         found["owner"] = username
-    return ParsedSearch(JobSearch(**found), errors, query)
+    group = None
+    if "group" in found:  # exactly the group's jobs: those the errors page lists under it
+        group = QueueStats(queue()).error_group(found.pop("group"))
+        found["ids"] = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
+    return ParsedSearch(JobSearch(**found), errors, query, group)
+
+
+def search_terms(parsed: ParsedSearch) -> list[tuple[str, str]]:
+    """The search in the page's language, field by field: (the field's name, its value as shown), with
+    statuses and priorities translated and times in the locale's format (a bulk action's confirmation)."""
+    terms = []
+    for name, text in parsed.query.items():
+        value = text
+        if name in ("status", "priority") and text in (*STATUSES, *PRIORITIES):
+            value = _(text)
+        elif name.endswith(("_from", "_to")) and _LOCAL_TIME.fullmatch(text):
+            value = format_datetime(datetime.fromisoformat(text), "short", locale=get_locale())
+        elif name == "group":
+            value = f"{parsed.group.type}: {parsed.group.signature}" if parsed.group else "—"
+        terms.append((str(LABELS[name]), value))
+    return terms
 
 
 def _name(text: str) -> str:
@@ -82,6 +125,8 @@ def _field(name: str, text: str) -> dict:
         return {"id": number}
     if name in ("owner", "type"):
         return {name: _name(text)}
+    if name == "group":
+        return {"group": text[:NAME_CHARS]}
     if name == "worker":
         return {"worker": _name(text)}
     if name == "priority":

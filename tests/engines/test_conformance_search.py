@@ -155,3 +155,24 @@ def test_bulk_counts_are_exact_in_large_batches(db, engine):
     assert count_jobs(db) == {("pending", "pdf", 10): 300}
     counted = {(r.status, r.type, r.priority): r.n for r in engine.counts() if r.n}
     assert counted == count_jobs(db)
+
+
+def test_search_among_given_ids(engine, jobs):
+    """``ids`` (an error group's jobs) limits a search and a count to those jobs; combined with other
+    fields, all must match; an empty tuple matches nothing, None anything."""
+    chosen = (jobs[3].id, jobs[4].id, jobs[7].id)
+    page = engine.search(JobSearch(ids=chosen), before_id=None, limit=100, scan=1000)
+    assert ids(page) == sorted(chosen, reverse=True)
+    assert ids(
+        engine.search(JobSearch(ids=chosen, status="failed"), before_id=None, limit=100, scan=1000)
+    ) == [
+        jobs[7].id,
+        jobs[3].id,
+    ]
+    assert ids(engine.search(JobSearch(ids=()), before_id=None, limit=100, scan=1000)) == []
+    assert len(ids(engine.search(JobSearch(ids=None), before_id=None, limit=100, scan=1000))) == len(jobs)
+    ceiling = max(j.id for j in jobs)
+    assert (
+        engine.count_matching(JobSearch(ids=chosen), action="retry", ceiling=ceiling, cap=100) == 3
+    )  # failed or cancelled
+    assert engine.count_matching(JobSearch(ids=()), action="retry", ceiling=ceiling, cap=100) == 0

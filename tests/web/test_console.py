@@ -221,5 +221,54 @@ def test_error_groups_show_first_and_last_seen_a_trend_and_link_to_their_jobs(ad
     assert page.count('<figure class="trend">') == 2
     assert page.count('class="bar-failed"') == 2  # one failure each, in the last hour's bar
     assert "first " in page and "in all, at most 1 in one hour" in page
-    link = html.unescape(re.search(r'href="(/queue\?[^"]*mailbox[^"]*)"', page).group(1))
-    assert shown(admin_browser.get(link)) == [jobs["failed"][0]]
+    links = [html.unescape(link) for link in re.findall(r'href="(/queue\?group=[^"]*)"', page)]
+    assert [shown(admin_browser.get(link)) for link in links] == [[jobs["failed"][1]], [jobs["failed"][0]]]
+
+
+def test_an_error_groups_search_lists_exactly_its_jobs(admin_browser, producer, worker):
+    """Two groups of one type whose errors begin alike ("bad" is a prefix of "bad input"): each group's
+    "Search these jobs" lists its own jobs only (all of them, whatever number its errors carry), and a bulk
+    retry from there counts and retries those only."""
+    ids = [producer.post("/jobs", json={"type": "email", "max_retries": 0}).json["id"] for _ in range(4)]
+    errors = ["ValueError: bad", "ValueError: bad input 1", "ValueError: bad", "ValueError: bad input 7"]
+    for error in errors:
+        fail_next(worker, error)
+    page = admin_browser.get("/admin/errors").get_data(as_text=True)
+    links = [html.unescape(link) for link in re.findall(r'href="(/queue\?group=[^"]*)"', page)]
+    assert len(links) == 2
+    found = sorted(sorted(shown(admin_browser.get(link))) for link in links)
+    assert found == [[ids[0], ids[2]], [ids[1], ids[3]]]
+    short = next(link for link in links if sorted(shown(admin_browser.get(link))) == [ids[0], ids[2]])
+    listing = admin_browser.get(short).get_data(as_text=True)
+    assert "Only the jobs of this error group:" in listing and "ValueError: bad</code>" in listing
+    assert 'type="hidden" name="group"' in listing  # a new search from there stays in the group
+    bulk = html.unescape(re.search(r'href="(/queue/bulk/retry\?[^"]*)"', listing).group(1))
+    confirm = admin_browser.get(bulk).get_data(as_text=True)
+    assert "2 jobs match this search." in confirm
+    fields = hidden_fields(confirm, "/queue/bulk/retry")
+    assert fields["group"] == [short.split("group=")[1]]
+    done = admin_browser.client.post("/queue/bulk/retry", data={k: v[0] for k, v in fields.items()})
+    assert done.status_code == 302
+    statuses = [producer.get(f"/jobs/{i}").json["status"] for i in ids]
+    assert statuses == ["pending", "failed", "pending", "failed"]
+    assert shown(admin_browser.get("/queue?group=0123456789abcdef")) == []  # an unknown group: none
+
+
+def test_a_bulk_confirmation_shows_the_search_in_the_pages_language(admin_browser, jobs):
+    """The search a bulk action will act on, each field by its name in the search form and each status,
+    priority and time as the page's language writes them (not "status failed" on a German page)."""
+    path = "/queue/bulk/retry?status=failed&priority=low&created_from=2026-01-15T09:30&error=SMTP"
+    expected = {
+        "en": [("Priority", "low"), ("Status", "failed"), ("Created from", "1/15/26, 9:30\u202fAM"),
+               ("Error contains", "SMTP")],
+        "de": [("Priorität", "niedrig"), ("Status", "fehlgeschlagen"), ("Erstellt ab", "15.01.26, 09:30"),
+               ("Fehler enthält", "SMTP")],
+        "pt_BR": [("Prioridade", "baixa"), ("Situação", "com falha"), ("Criada a partir de", "15/01/2026 09:30"),
+                  ("O erro contém", "SMTP")],
+        "zh_Hans": [("优先级", "低"), ("状态", "失败"), ("创建时间起", "2026/1/15 09:30"), ("错误包含", "SMTP")],
+    }  # fmt: skip
+    for locale, terms in expected.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        page = html.unescape(admin_browser.get(path).get_data(as_text=True))
+        shown_terms = re.findall(r'<li><span class="muted">([^<]*)</span> <code>([^<]*)</code></li>', page)
+        assert shown_terms == terms, (locale, shown_terms)

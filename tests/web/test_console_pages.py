@@ -4,10 +4,11 @@ there, figures by job type, the dashboard's busiest types, and the markup live r
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from sqlalchemy import select
 
-from queuelog.models import AuditLog
+from queuelog.models import AuditLog, utcnow
 from tests.conftest import csrf_token
 
 
@@ -142,3 +143,29 @@ def test_the_as_of_time_follows_the_language(admin_browser):
     admin_browser.submit("/", "/language", locale="de", next="/")
     html = admin_browser.get("/").get_data(as_text=True)
     assert re.search(r"Stand: \d\d:\d\d:\d\d", html)
+
+
+def test_figures_page_shows_waits_and_run_times_of_minutes_in_every_language(
+    admin_browser, producer, worker, queue
+):
+    """A job that waited 180 s and ran 240 s: the page (500 before: Flask-Babel 4's format_timedelta takes no
+    ``format``) shows both in each language's short units."""
+    start = utcnow() - timedelta(minutes=10)
+    now = [start]
+    queue.clock = lambda: now[0]
+    producer.post("/jobs", json={"type": "pdf", "max_retries": 0})
+    now[0] = start + timedelta(seconds=180)
+    held = worker.post("/jobs/claim").json
+    now[0] = start + timedelta(seconds=420)
+    worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
+    now[0] = start + timedelta(minutes=10)
+    expected = {"en": ("4 min", "3 min"), "de": ("4 Min.", "3 Min."), "pt_BR": ("4 min", "3 min"),
+                "zh_Hans": ("4分钟", "3分钟")}  # fmt: skip
+    for locale, (run, wait) in expected.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        page = admin_browser.get("/admin/figures")
+        assert page.status_code == 200, locale
+        html = page.get_data(as_text=True)
+        pdf = html[html.index('id="type-pdf"') : html.index('id="type-sync"')]
+        cells = re.findall(r'<td data-label="[^"]*" class="num">([^<]*/[^<]*)</td>', pdf)
+        assert cells[:2] == [f"{run} / {run}", f"{wait} / {wait}"], (locale, cells)

@@ -29,6 +29,22 @@ def test_dashboard_counts_and_chart(admin_browser, producer, worker):
     assert "<svg" in html and not re.search(r"<script(?![^>]*\bsrc=)", html)  # no inline script
 
 
+def test_dashboard_chart_says_it_counts_failures_not_failed_jobs(admin_browser, producer, worker, admin):
+    """One job that fails, is retried and fails again is two failures: the chart's title and summary say
+    "failures" (each time a job fails), not "failed jobs", so its series and its words agree."""
+    job = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
+    for attempt in range(2):
+        held = worker.post("/jobs/claim").json
+        worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+        if attempt == 0:
+            assert admin.post(f"/jobs/{job['id']}/retry").status_code == 200
+    html = admin_browser.get("/").get_data(as_text=True)
+    assert re.search(r'tile-count">1</span>\s*<span class="badge badge-failed"', html)  # one failed job
+    assert "Last hour: completions and failures per minute" in html
+    assert "Completions: 0 · failures: 2." in html
+    assert "failed jobs per minute" not in html.lower()
+
+
 def test_submit_form_creates_a_job_and_shows_it(app, producer_browser):
     response = producer_browser.submit(
         "/submit",

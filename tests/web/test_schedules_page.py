@@ -142,3 +142,95 @@ def test_the_dashboard_shows_admins_the_next_schedules_to_fire(
     names = re.findall(r'href="/admin/schedules/([\w-]+)">', card)
     assert names == ["hourly", "nightly"]  # the soonest first; a paused one is left out
     assert "next-schedules" not in producer_browser.get("/").get_data(as_text=True)
+
+
+def test_malformed_json_is_named_as_such_beside_every_other_bad_field_in_each_language(
+    admin_browser: Browser, app
+):
+    """A payload that is not JSON is "not valid JSON: <reason>" (not "must be a JSON object"), and the
+    name's and the cron expression's messages are shown with it, not after it is fixed."""
+    bad = form(name="two words", cron="61 * * * *", payload='{"to": ')
+    words = {
+        "en": ("Not valid JSON: Expecting value", "Use 1 to 55 letters", "Not a cron expression"),
+        "de": ("Kein gültiges JSON: Expecting value", "Verwende 1 bis 55 Buchstaben", "Kein Cron-Ausdruck"),
+        "pt_BR": ("JSON inválido: Expecting value", "Use de 1 a 55 letras", "Não é uma expressão cron"),
+        "zh_Hans": ("不是有效的 JSON：Expecting value", "使用 1 到 55 个字母", "不是 Cron 表达式"),
+    }
+    for locale, (payload, name, cron) in words.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        answer = send(admin_browser, "/admin/schedules/new", bad)
+        assert answer.status_code == 422
+        beside = {k: html.unescape(v) for k, v in errors_beside(answer.get_data(as_text=True)).items()}
+        assert set(beside) == {"name", "cron", "payload"}, (locale, beside)
+        assert beside["payload"].startswith(payload), (locale, beside)
+        assert beside["name"].startswith(name) and beside["cron"].startswith(cron), (locale, beside)
+    empty_name = send(admin_browser, "/admin/schedules/new", form(name="", cron="61 * * * *", payload="{"))
+    assert set(errors_beside(empty_name.get_data(as_text=True))) == {"name", "cron", "payload"}
+    assert app.extensions["queuelog"]["schedules"].all() == []
+
+
+def test_the_form_shows_its_help_whole_and_pausing_says_paused_in_each_language(admin_browser: Browser, app):
+    """The name's help keeps its "<name>" (escaped, not swallowed as a tag); pausing flashes "paused" and
+    resuming "resumed", not "saved"."""
+    words = {"en": ("paused", "resumed"), "de": ("angehalten", "fortgesetzt"),
+             "pt_BR": ("pausado", "retomado"), "zh_Hans": ("已暂停", "已恢复")}  # fmt: skip
+    send(admin_browser, "/admin/schedules/new", form())
+    for locale, (paused, resumed) in words.items():
+        admin_browser.submit("/", "/language", locale=locale, next="/")
+        page = admin_browser.get("/admin/schedules/new").get_data(as_text=True)
+        assert "schedule:&lt;name&gt;" in page and "<name>" not in page, locale
+        admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/pause")
+        listing = html.unescape(admin_browser.get("/admin/schedules").get_data(as_text=True))
+        assert f"nightly {paused}" in listing and "saved" not in listing, locale
+        admin_browser.submit("/admin/schedules", "/admin/schedules/nightly/resume")
+        listing = html.unescape(admin_browser.get("/admin/schedules").get_data(as_text=True))
+        assert f"nightly {resumed}" in listing, locale
+
+
+def test_delete_asks_first(admin_browser: Browser, app):
+    """The edit page's Delete leads to a confirmation (as bulk actions and revoking a key do); only the
+    confirmation's button deletes, and only with its CSRF token."""
+    send(admin_browser, "/admin/schedules/new", form())
+    edit = admin_browser.get("/admin/schedules/nightly").get_data(as_text=True)
+    assert '<a class="button danger" href="/admin/schedules/nightly/delete">' in edit
+    assert 'action="/admin/schedules/nightly/delete"' not in edit  # no button that deletes at once
+    confirm = admin_browser.get("/admin/schedules/nightly/delete")
+    text = confirm.get_data(as_text=True)
+    assert confirm.status_code == 200 and "This will delete the schedule nightly" in text
+    assert app.extensions["queuelog"]["schedules"].get("nightly")  # asking deleted nothing
+    assert admin_browser.client.post("/admin/schedules/nightly/delete", data={}).status_code == 400
+    assert app.extensions["queuelog"]["schedules"].get("nightly")  # nor did a post without its token
+    done = admin_browser.client.post("/admin/schedules/nightly/delete", data={"csrf_token": csrf_token(text)})
+    assert done.status_code == 302 and app.extensions["queuelog"]["schedules"].all() == []
+    assert admin_browser.get("/admin/schedules/nightly/delete").status_code == 404
+
+
+def test_a_new_schedules_zone_menu_is_marked_for_the_browsers_zone(admin_browser: Browser):
+    """UTC is chosen in the page (what stays without JavaScript); the menu of a new schedule, and only
+    that one, is marked for static/timezone.js to choose the browser's zone."""
+    page = admin_browser.get("/admin/schedules/new").get_data(as_text=True)
+    menu = re.search(r'<select[^>]*id="timezone"[^>]*>', page).group(0)
+    assert 'data-browser-zone="fill"' in menu
+    assert re.search(r'<option selected value="UTC">|<option value="UTC" selected>', page)
+    send(admin_browser, "/admin/schedules/new", form())
+    for path in ("/admin/schedules/nightly",):
+        assert "data-browser-zone" not in admin_browser.get(path).get_data(as_text=True)
+    refused = send(admin_browser, "/admin/schedules/new", form(name="two words"))
+    assert "data-browser-zone" not in refused.get_data(as_text=True)  # the person's choice stays
+
+
+def test_the_audit_logs_intro_names_what_it_lists(admin_browser: Browser, producer, worker):
+    """The intro names schedules and bulk actions, which the log lists beside users, keys and types."""
+    send(admin_browser, "/admin/schedules/new", form())
+    job = producer.post("/jobs", json={"type": "email", "max_retries": 0}).json
+    held = worker.post("/jobs/claim").json
+    worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "x"})
+    token = csrf_token(admin_browser.get("/queue").get_data(as_text=True))
+    admin_browser.client.post(
+        "/queue/bulk/selected",
+        data={"action": "retry", "ids": str(job["id"]), "confirmed": "1", "csrf_token": token},
+    )
+    page = html.unescape(admin_browser.get("/admin/audit").get_data(as_text=True))
+    assert "schedule.create" in page and "jobs.bulk_retry" in page
+    intro = re.search(r'<h1>Audit log</h1>\s*<p class="muted">([^<]*)</p>', page).group(1)
+    assert "schedules" in intro and "bulk actions" in intro, intro
