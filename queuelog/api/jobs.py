@@ -119,7 +119,9 @@ def list_jobs():
     if (query["payload_path"] is None) != (query["payload_value"] is None):
         missing = "payload_value" if query["payload_value"] is None else "payload_path"
         raise invalid(missing, "is required with payload_path and payload_value")
-    fields = [name for name in JobSearch._fields if name not in ("id", "owner")]
+    fields = [
+        name for name in JobSearch._fields if name not in ("id", "owner", "ids")
+    ]  # ids: the pages' error groups
     search = JobSearch(
         owner=principal.owner_scope,
         **{name: query[name] for name in fields if query[name] is not None},
