@@ -12,7 +12,13 @@ from queuelog.api.problems import invalid
 from queuelog.api.shapes import Field, Shape
 from queuelog.inputs import text_problem
 from queuelog.queue.limits import DEFAULT_PERIOD, MAX_CONCURRENCY, MAX_PERIOD, MAX_RATE
-from queuelog.queue.types import MAX_DESCRIPTION, NAME_PATTERN
+from queuelog.queue.types import (
+    MAX_DESCRIPTION,
+    MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_VISITS,
+    NAME_PATTERN,
+)
 
 
 def _storable(value: str, path: str) -> str:
@@ -84,8 +90,9 @@ TYPE_BODY = Shape(
             {
                 "type": ["object", "null"],
                 "description": "A JSON Schema the payloads must match; it may refer only to parts of "
-                "itself (#...), at most 32 levels deep and 65,536 bytes long. One value of a payload may be "
-                "checked against at most 256 of its subschemas (counted through $ref, allOf, anyOf, oneOf, "
+                f"itself (#...), at most {MAX_SCHEMA_DEPTH} levels deep and {MAX_SCHEMA_BYTES // 1024} KiB "
+                f"long. One value of a payload may be checked against at most {MAX_SCHEMA_VISITS} of its "
+                "subschemas (counted through $ref, allOf, anyOf, oneOf, "
                 "not, if/then/else), and its patterns may not use lookaround or backreferences: they are "
                 "matched in time linear in the text.",
             },
