@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
-from sqlalchemy import select
 
-from queuelog.auth import AuthError, Refusal, create_key, create_user, revoke_key, update_user
+from queuelog.auth import AuthError, Refusal
 from queuelog.config import parse_duration
-from queuelog.models import KEY_KINDS, ROLES, ApiKey, User
+from queuelog.models import KEY_KINDS, ROLES
 from queuelog.queue import Code, QueueError
 from queuelog.queue.types import SchemaRefused
 
@@ -96,7 +95,7 @@ def users_create(name: str, role: str, password: str | None) -> None:
     if password is None:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     try:
-        create_user(_ext("db"), name, role, password)
+        _ext("admin").create_user(name, role, password)
     except AuthError as exc:
         _refused(exc)
     click.echo(f"created {role} {name}")
@@ -105,9 +104,7 @@ def users_create(name: str, role: str, password: str | None) -> None:
 @users_cli.command("list")
 def users_list() -> None:
     """List users: name, role, active or inactive, created (UTC), one per line, tab-separated."""
-    with _ext("db").session() as session:
-        people = session.scalars(select(User).order_by(User.username)).all()
-    for user in people:
+    for user in _ext("admin").users():
         state = "active" if user.active else "inactive"
         click.echo(f"{user.username}\t{user.role}\t{state}\t{_time(user.created_at)}")
 
@@ -120,7 +117,7 @@ def users_set_password(name: str, password: str | None) -> None:
     if password is None:
         password = click.prompt("New password", hide_input=True, confirmation_prompt=True)
     try:
-        update_user(_ext("db"), name, actor="cli", password=password)
+        _ext("admin").update_user(name, actor="cli", password=password)
     except AuthError as exc:
         _refused(exc)
     click.echo(f"set the password of {name}; their sessions have ended")
@@ -131,13 +128,7 @@ def keys_list() -> None:
     """List API keys (never the keys themselves): name, kind, user, created, last used, revoked.
 
     Times are UTC; "-" stands for none (no user, never used, not revoked)."""
-    with _ext("db").session() as session:
-        rows = session.execute(
-            select(ApiKey, User.username)
-            .outerjoin(User, User.id == ApiKey.user_id)
-            .order_by(ApiKey.created_at, ApiKey.id)
-        ).all()
-    for key, username in rows:
+    for key, username in _ext("admin").keys():
         times = (key.created_at, key.last_used_at, key.revoked_at)
         click.echo("\t".join([key.name, key.kind, username or "-", *map(_time, times)]))
 
@@ -149,7 +140,7 @@ def keys_list() -> None:
 def keys_create(name: str, kind: str, username: str | None) -> None:
     """Create an API key; the key is printed alone on the last line, once."""
     try:
-        raw = create_key(_ext("db"), name, kind, username=username)
+        raw = _ext("admin").create_key(name, kind, username=username)
     except AuthError as exc:
         _refused(exc)
     click.echo(f"created {kind} key {name!r}; it is shown only now:", err=True)
@@ -161,7 +152,7 @@ def keys_create(name: str, kind: str, username: str | None) -> None:
 def keys_revoke(name: str) -> None:
     """Revoke an API key at once."""
     try:
-        revoke_key(_ext("db"), name)
+        _ext("admin").revoke_key(name)
     except AuthError as exc:
         _refused(exc)
     click.echo(f"revoked key {name}")

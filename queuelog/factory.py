@@ -78,12 +78,15 @@ def register_extensions(app: Flask) -> None:
         poll_interval=config["LONG_POLL_INTERVAL"],
         max_snoozes=config["MAX_SNOOZES"],
     )
+    from queuelog.queue.admin import AdminStore
     from queuelog.queue.schedules import Schedules
 
     app.extensions["queuelog"] = {
         "db": db,
         "queue": queue,
         "schedules": Schedules(queue),
+        # Users, keys and the audit log; the API's key check of every request goes through this one.
+        "admin": AdminStore(db, password_method=config.get("PASSWORD_HASH"), engine=queue.engine),
         "login_limiter": LoginLimiter(db),
         "schema": SchemaWatch(db),
     }
@@ -207,12 +210,10 @@ def _schema_gate():
 
 def bootstrap(app: Flask) -> None:
     """First start of a new database: the job type allowlist, and the first admin."""
-    from queuelog.auth import ensure_first_admin
-
     config = app.config["QUEUELOG"]
     ext = app.extensions["queuelog"]
     ext["queue"].types.seed(config["JOB_TYPES"])
-    generated = ensure_first_admin(ext["db"], config["ADMIN_PASSWORD"])
+    generated = ext["admin"].ensure_first_admin(config["ADMIN_PASSWORD"])
     if generated:
         app.logger.warning(
             "created the first admin: username 'admin', password %r (shown once; change it)", generated

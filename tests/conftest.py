@@ -25,9 +25,9 @@ import requests
 from sqlalchemy import create_engine, text
 
 from queuelog import create_app
-from queuelog.auth import create_key, create_user
 from queuelog.db import Database
 from queuelog.models import Base
+from queuelog.queue.admin import AdminStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
@@ -207,17 +207,18 @@ class Keys:
 
     def __init__(self, app, client):
         self.db = app.extensions["queuelog"]["db"]
+        self.store: AdminStore = app.extensions["queuelog"]["admin"]
         self.client = client
         self.users: set[str] = set()
 
     def raw(self, kind: str, name: str, *, role: str = "producer") -> str:
         if kind == "worker":
-            return create_key(self.db, name, "worker")
+            return self.store.create_key(name, "worker")
         if name not in self.users:
             if name != "admin":
-                create_user(self.db, name, role, "password-" + name)
+                self.store.create_user(name, role, "password-" + name)
             self.users.add(name)
-        return create_key(self.db, f"{name}-{secrets.token_hex(3)}", "producer", username=name)
+        return self.store.create_key(f"{name}-{secrets.token_hex(3)}", "producer", username=name)
 
     def worker(self, name: str = "worker-1") -> Caller:
         return Caller(self.client, self.raw("worker", name), name)

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from queuelog.auth import authenticate_key, update_user
 from queuelog.models import User
+from queuelog.queue.admin import AdminStore
 from tests.conftest import ROOT
 
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -48,13 +48,13 @@ def test_keys_create_prints_the_key_last_and_it_works(runner, app):
     result = runner.invoke(args=["keys", "create", "carol-laptop", "--kind", "producer", "--user", "carol"])
     assert result.exit_code == 0, result.output
     key = result.stdout.strip().splitlines()[-1]
-    principal = authenticate_key(db, key)
+    principal = AdminStore(db).authenticate(key)
     assert principal is not None and principal.name == "carol" and principal.role == "producer"
     result = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
     worker_key = result.stdout.strip().splitlines()[-1]
-    assert authenticate_key(db, worker_key).is_worker
+    assert AdminStore(db).authenticate(worker_key).is_worker
     assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0
-    assert authenticate_key(db, worker_key) is None
+    assert AdminStore(db).authenticate(worker_key) is None
     assert runner.invoke(args=["keys", "revoke", "nope"]).exit_code != 0
     assert runner.invoke(args=["keys", "create", "x", "--kind", "producer"]).exit_code != 0  # needs --user
 
@@ -78,15 +78,18 @@ def test_a_revoked_keys_name_is_free_again(runner, app):
     assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0
     new = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
     assert new.exit_code == 0, new.output
-    assert authenticate_key(db, old) is None and authenticate_key(db, new.stdout.strip()).name == "w-1"
+    assert (
+        AdminStore(db).authenticate(old) is None
+        and AdminStore(db).authenticate(new.stdout.strip()).name == "w-1"
+    )
     assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0  # the new one
-    assert authenticate_key(db, new.stdout.strip()) is None
+    assert AdminStore(db).authenticate(new.stdout.strip()) is None
     assert runner.invoke(args=["keys", "revoke", "w-1"]).exit_code == 0  # nothing left to revoke: fine
 
 
 def test_users_list(runner, app):
     runner.invoke(args=["users", "create", "carol", "--role", "producer", "--password", "long-password"])
-    update_user(app.extensions["queuelog"]["db"], "carol", actor="test", active=False)
+    AdminStore(app.extensions["queuelog"]["db"]).update_user("carol", actor="test", active=False)
     lines = [line.split("\t") for line in runner.invoke(args=["users", "list"]).stdout.splitlines()]
     assert [line[:3] for line in lines] == [["admin", "admin", "active"], ["carol", "producer", "inactive"]]
     assert all(STAMP.fullmatch(line[3]) and _recent(line[3]) for line in lines)
@@ -120,7 +123,7 @@ def test_keys_list_never_shows_a_key(runner, app):
     runner.invoke(args=["users", "create", "carol", "--role", "producer", "--password", "long-password"])
     worker = runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"]).stdout.strip()
     producer = runner.invoke(args=["keys", "create", "lap", "--kind", "producer", "--user", "carol"]).stdout
-    authenticate_key(db, worker)  # marks it used
+    AdminStore(db).authenticate(worker)  # marks it used
     runner.invoke(args=["keys", "revoke", "w-1"])
     runner.invoke(args=["keys", "create", "w-1", "--kind", "worker"])
     listing = runner.invoke(args=["keys", "list"]).stdout

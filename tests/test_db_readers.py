@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from queuelog.auth import authenticate_key, create_key, revoke_key
 from queuelog.db import Database, DatabaseUnavailable
+from queuelog.queue.admin import AdminStore
 from tests.conftest import in_child, table_database
 
 
@@ -54,10 +54,10 @@ def test_a_key_revoked_elsewhere_is_refused_at_the_next_request(tmp_path):
     url = f"sqlite:///{tmp_path / 'keys.sqlite3'}"
     app_db, admin_db = Database(url), Database(url)  # the app's process and the admin's command
     app_db.upgrade()
-    key = create_key(admin_db, "w1", "worker")
-    assert authenticate_key(app_db, key) is not None
-    revoke_key(admin_db, "w1")
-    assert authenticate_key(app_db, key) is None
+    key = AdminStore(admin_db).create_key("w1", "worker")
+    assert AdminStore(app_db).authenticate(key) is not None
+    AdminStore(admin_db).revoke_key("w1")
+    assert AdminStore(app_db).authenticate(key) is None
     app_db.dispose()
     admin_db.dispose()
 

@@ -18,9 +18,9 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 
 from queuelog import create_app
-from queuelog.auth import create_key
 from queuelog.i18n import load_catalog
 from queuelog.paths import STATIC, TEMPLATES
+from queuelog.queue.admin import AdminStore
 from tests.conftest import ROOT
 
 
@@ -46,8 +46,8 @@ def fresh_start(tmp_path, monkeypatch):
 
 
 def enqueue(app) -> int:
-    key = create_key(
-        app.extensions["queuelog"]["db"], f"k-{os.urandom(3).hex()}", "producer", username="admin"
+    key = AdminStore(app.extensions["queuelog"]["db"]).create_key(
+        f"k-{os.urandom(3).hex()}", "producer", username="admin"
     )
     response = app.test_client().post(
         "/jobs", json={"type": "email"}, headers={"Authorization": f"Bearer {key}"}

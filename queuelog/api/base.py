@@ -17,7 +17,7 @@ from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.api.refusals import problem_of
 from queuelog.api.render import dumps, json_text_response, render_json
-from queuelog.auth import Principal, authenticate_key
+from queuelog.auth import Principal
 from queuelog.db import DatabaseUnavailable
 from queuelog.engines import JobRecord
 from queuelog.inputs import text_fault
@@ -79,7 +79,7 @@ def caller() -> Principal:
             "send an API key as 'Authorization: Bearer <key>'",
             headers={"WWW-Authenticate": 'Bearer realm="queuelog"'},
         )
-    principal = authenticate_key(current_app.extensions["queuelog"]["db"], key.strip())
+    principal = current_app.extensions["queuelog"]["admin"].authenticate(key.strip())
     if principal is None:
         raise ApiError(
             401,

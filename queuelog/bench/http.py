@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from queuelog.auth import create_key, create_user
 from queuelog.bench.targets import Target, progress
 from queuelog.db import Database
+from queuelog.queue.admin import AdminStore
 
 
 def _free_port() -> int:
@@ -207,11 +207,12 @@ def scenario_http(
 ) -> list[dict[str, Any]]:
     url = target.fresh("http")
     db = Database(url)
-    create_user(db, "bench", "admin", "bench-password")
+    store = AdminStore(db)
+    store.create_user("bench", "admin", "bench-password")
     producer_keys = [
-        create_key(db, f"bench-producer-{i}", "producer", username="bench") for i in range(clients)
+        store.create_key(f"bench-producer-{i}", "producer", username="bench") for i in range(clients)
     ]
-    worker_keys = [create_key(db, f"bench-worker-{i}", "worker") for i in range(clients)]
+    worker_keys = [store.create_key(f"bench-worker-{i}", "worker") for i in range(clients)]
     db.dispose()
     env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "bench", "QUEUELOG_RETRY_BACKOFF_BASE": "0"}
     rows: list[dict[str, Any]] = []

@@ -13,7 +13,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from queuelog.auth import create_key
 from queuelog.bench.targets import Target, progress
 from queuelog.models import utcnow
 
@@ -100,7 +99,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
     settings = {"DATABASE_URL": url, "SECRET_KEY": "bench", "ADMIN_PASSWORD": "bench-password"}
     app = create_app({"QUEUELOG": {**settings, "RETENTION": "", "SCHEDULE_TICK": 0}})
     db = app.extensions["queuelog"]["db"]
-    key = create_key(db, "bench-admin-key", "producer", username="admin")
+    key = app.extensions["queuelog"]["admin"].create_key("bench-admin-key", "producer", username="admin")
     api = {"Authorization": f"Bearer {key}"}
     client = app.test_client()
     login = client.get("/login").get_data(as_text=True)

@@ -14,7 +14,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
-from werkzeug.security import check_password_hash, generate_password_hash
+from werkzeug.security import check_password_hash
 
 from queuelog.models.base import (
     Base,
@@ -55,11 +55,9 @@ class User(Base):
         """The session id flask-login keeps in the cookie: ``<id>:<session_version>``."""
         return f"{self.id}:{self.session_version}"
 
-    def set_password(self, password: str) -> None:
-        """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""
-        self.password_hash = generate_password_hash(password)
-
     def check_password(self, password: str) -> bool:
+        """Whether ``password`` is this user's (the hash, made by queuelog.auth.hash_password, names its
+        method)."""
         return check_password_hash(self.password_hash, password)
 
     @property

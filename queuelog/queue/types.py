@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import AuditLog, JobType
+from queuelog.queue.admin import audit_row
 from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
 from queuelog.queue.inputs import check_storable
 from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
@@ -451,7 +452,7 @@ class JobTypeRules:
         if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):  # "$" alone lets "a\n" by
             raise JobValidationError(Code.BAD_TYPE_NAME, field="name", max_length=NAME_MAX_LENGTH)
         _check_settings({"description": description, "payload_schema": schema})
-        entry = AuditLog(actor=actor, action="type.create", target=name)
+        entry = audit_row(actor, "type.create", name)
         try:
             return self.add(name, description, schema, audit=entry)
         except IntegrityError:
@@ -485,7 +486,7 @@ class JobTypeRules:
         pages' enable, disable, pause and resume buttons name their own actions, ``type.pause`` ...)."""
 
         def audit_row(before: JobType, applied: dict[str, Any]) -> AuditLog:
-            return AuditLog(actor=actor, action=action, target=name, detail=change_summary(before, applied))
+            return audit_row(actor, action, name, change_summary(before, applied))
 
         return self._write(name, changes, audit_row)
 

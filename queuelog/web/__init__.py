@@ -11,6 +11,7 @@ from flask_login import current_user, login_required
 from queuelog.inputs import first_text_problem, text_problem
 from queuelog.principal import Principal
 from queuelog.queue import Queue
+from queuelog.queue.admin import AdminStore
 
 
 def principal() -> Principal:
@@ -32,6 +33,11 @@ def console():
 
 def db():
     return current_app.extensions["queuelog"]["db"]
+
+
+def admin_store() -> AdminStore:
+    """Users, API keys and the audit log (queuelog/queue/admin.py)."""
+    return current_app.extensions["queuelog"]["admin"]
 
 
 def admin_required(view):

@@ -8,13 +8,11 @@ import re
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
-from sqlalchemy import select
 from wtforms import SelectChoice
 
-from queuelog.auth import AuthError, create_key, create_user, revoke_key, update_user
-from queuelog.models import ApiKey, AuditLog, User
+from queuelog.auth import AuthError
 from queuelog.queue.stats import QueueStats
-from queuelog.web import admin_required, console, db, queue
+from queuelog.web import admin_required, admin_store, console, queue
 from queuelog.web.bulk import done_message, record
 from queuelog.web.forms import (
     ConfirmForm,
@@ -69,8 +67,7 @@ def users():
     form = UserCreateForm()
     if form.validate_on_submit():
         try:
-            create_user(
-                db(),
+            admin_store().create_user(
                 form.username.data.strip(),
                 form.role.data,
                 form.password.data,
@@ -81,12 +78,10 @@ def users():
         except AuthError as exc:
             field = form.password if exc.code in PASSWORD_REFUSALS else form.username
             field.errors.append(refusal_text(exc))
-    with db().session() as s:
-        people = list(s.scalars(select(User).order_by(User.username)))
     return render_template(
         "admin/users.html",
         form=form,
-        users=people,
+        users=admin_store().users(),
         role_form=UserRoleForm(),
         password_form=PasswordResetForm(),
         confirm=ConfirmForm(),
@@ -116,7 +111,7 @@ def user_change(username: str, change: str):
         abort(404)
     if changes:
         try:
-            update_user(db(), username, actor=current_user.username, **changes)
+            admin_store().update_user(username, actor=current_user.username, **changes)
             flash(_("User %(name)s updated.", name=username), "success")
         except AuthError as exc:
             flash(refusal_text(exc), "error")
@@ -130,19 +125,14 @@ def user_change(username: str, change: str):
 @admin_required
 def keys():
     form = KeyCreateForm()
-    with db().session() as s:
-        people = list(s.scalars(select(User).where(User.active.is_(True)).order_by(User.username)))
-        key_rows = s.execute(
-            select(ApiKey, User.username)
-            .outerjoin(User, User.id == ApiKey.user_id)
-            .order_by(ApiKey.created_at.desc())
-        ).all()
+    store = admin_store()
+    people = store.users(active_only=True)
+    key_rows = store.keys(newest_first=True)
     form.user.choices = [SelectChoice("", "—")] + [SelectChoice(u.username, u.username) for u in people]
     new_key = None
     if form.validate_on_submit():
         try:
-            new_key = create_key(
-                db(),
+            new_key = store.create_key(
                 form.name.data.strip(),
                 form.kind.data,
                 username=form.user.data or None,
@@ -164,7 +154,7 @@ def keys():
 def key_revoke(name: str):
     if ConfirmForm().validate_on_submit():
         try:
-            revoke_key(db(), name, actor=current_user.username)
+            admin_store().revoke_key(name, actor=current_user.username)
             flash(_("Key %(name)s revoked.", name=name), "success")
         except AuthError:
             abort(404)
@@ -177,6 +167,4 @@ def key_revoke(name: str):
 @bp.get("/audit")
 @admin_required
 def audit_log():
-    with db().session() as s:
-        rows = list(s.scalars(select(AuditLog).order_by(AuditLog.id.desc()).limit(200)))
-    return render_template("admin/audit.html", rows=rows)
+    return render_template("admin/audit.html", rows=admin_store().audit_log())

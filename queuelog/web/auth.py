@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import time
-from functools import cache
 from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, login_required, login_user, logout_user
-from sqlalchemy import select
-from werkzeug.security import check_password_hash, generate_password_hash
 
-from queuelog.auth import AuthError, end_sessions, set_preferences, update_user
+from queuelog.auth import AuthError
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, timezone_choices, valid_timezone
 from queuelog.models import User
 from queuelog.ratelimit import LoginLimiter
-from queuelog.web import db
+from queuelog.web import admin_store
 from queuelog.web.forms import LoginForm, PasswordChangeForm
 from queuelog.web.refusals import refusal_text
 
@@ -40,18 +37,10 @@ def load_user(session_id: str) -> User | None:
     lifetime = current_app.config["QUEUELOG"]["SESSION_LIFETIME"]
     if time.time() - logged_in_at > lifetime.total_seconds():
         return None
-    with db().session() as s:
-        user = s.get(User, int(user_id))
+    user = admin_store().user(int(user_id))
     if user is None or not user.active or user.session_version != int(version):
         return None
     return user
-
-
-@cache
-def _dummy_hash() -> str:
-    """Checked when the username is unknown, so that both failures take as long (no user enumeration by
-    timing). Made at the first login rather than at import: a scrypt hash costs start-up a tenth of a second."""
-    return generate_password_hash("not a password")
 
 
 def start_session(user: User, *, logged_in_at: int | None = None) -> None:
@@ -97,10 +86,8 @@ def login():
         reservation = limiter.reserve(username, request.remote_addr or "unknown")
         if reservation is None:  # refused before any password is checked
             return render_template("auth/login.html", form=form, error=too_many_attempts()), 429
-        with db().session() as s:
-            user = s.scalar(select(User).where(User.username == username))
-        ok = check_password_hash(user.password_hash if user else _dummy_hash(), form.password.data)
-        if user is not None and ok and user.active:
+        user = admin_store().login(username, form.password.data)  # as slow for unknown names
+        if user is not None:
             limiter.succeeded(reservation)
             preferences = {k: session[k] for k in ("locale", "timezone") if k in session}
             session.clear()  # a fresh session at login: nothing from before survives (session fixation)
@@ -117,7 +104,7 @@ def logout():
     """Log out, and end the person's sessions everywhere: a copy of the cookie is worth nothing after."""
     kept = {k: session[k] for k in ("locale", "timezone") if k in session}  # no credentials, these
     if current_user.is_authenticated:
-        end_sessions(db(), current_user.id)
+        admin_store().end_sessions(current_user.id)
         # The profile's choices, so that the login page after this speaks the person's language.
         profile = {"locale": current_user.locale, "timezone": current_user.timezone}
         kept.update({k: v for k, v in profile.items() if v})
@@ -135,7 +122,7 @@ def set_language():
     if locale in LANGUAGES:
         session["locale"] = locale
         if current_user.is_authenticated:
-            set_preferences(db(), current_user.id, locale=locale)
+            admin_store().set_preferences(current_user.id, locale=locale)
     return redirect(safe_next(request.form.get("next")))
 
 
@@ -176,8 +163,8 @@ def change_password():
         return _settings_page(form), 422
     limiter.succeeded(reservation)
     try:
-        user = update_user(
-            db(), current_user.username, actor=current_user.username, password=form.new_password.data
+        user = admin_store().update_user(
+            current_user.username, actor=current_user.username, password=form.new_password.data
         )
     except AuthError as exc:
         form.new_password.errors.append(refusal_text(exc))
@@ -194,7 +181,7 @@ def set_timezone():
     if valid_timezone(zone):
         session["timezone"] = zone
         if current_user.is_authenticated:
-            set_preferences(db(), current_user.id, timezone=zone)
+            admin_store().set_preferences(current_user.id, timezone=zone)
     if request.form.get("reply") == "none":  # the page's script reporting the browser's zone
         return "", 204
     return redirect(safe_next(request.form.get("next")))

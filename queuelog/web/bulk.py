@@ -15,10 +15,9 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
 
-from queuelog.auth import audit
 from queuelog.inputs import ascii_int
 from queuelog.queue.console import ACTIONS, COUNT_CAP
-from queuelog.web import admin_required, console, db
+from queuelog.web import admin_required, admin_store, console
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.search import parse_search, search_terms
 
@@ -37,7 +36,9 @@ def done_message(action: str, done: int) -> str:
 
 def record(action: str, scope: str, detail: str, done: int) -> None:
     """The audit log's line of one step of a bulk action: what, on which jobs, how many changed."""
-    audit(db(), current_user.username, f"jobs.bulk_{action}", scope, f"{detail}; jobs changed: {done}")
+    admin_store().record(
+        current_user.username, f"jobs.bulk_{action}", scope, f"{detail}; jobs changed: {done}"
+    )
 
 
 def _action(action: str) -> str:

@@ -15,14 +15,13 @@ from flask import Blueprint, Flask, abort, flash, redirect, render_template, req
 from flask_babel import format_decimal, format_percent, format_time, get_locale
 from flask_babel import gettext as _
 from flask_login import current_user
-from sqlalchemy import select
 
-from queuelog.auth import AuthError, revoke_key
+from queuelog.auth import AuthError
 from queuelog.factory import ApiFreeSessions
-from queuelog.models import ApiKey, utcnow
+from queuelog.models import utcnow
 from queuelog.queue import monitor as console_stats
 from queuelog.queue.monitor import ConsoleStats
-from queuelog.web import admin_required, db, queue
+from queuelog.web import admin_required, admin_store, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.jobs import _chart
 
@@ -84,16 +83,12 @@ def workers():
 def worker_revoke(name: str):
     """Revoke a worker's key after a confirmation that says how many jobs it holds (they run until their
     leases expire, then go back to the queue)."""
-    with db().session() as s:
-        key = s.scalar(
-            select(ApiKey).where(ApiKey.name == name, ApiKey.kind == "worker", ApiKey.revoked_at.is_(None))
-        )
-    if key is None:
+    if not admin_store().worker_key_in_use(name):
         abort(404)
     form = ConfirmForm()
     if request.method == "POST" and form.validate_on_submit():
         try:
-            revoke_key(db(), name, actor=current_user.username)
+            admin_store().revoke_key(name, actor=current_user.username)
         except AuthError:
             abort(404)
         flash(_("Key %(name)s revoked.", name=name), "success")

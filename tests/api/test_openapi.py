@@ -12,7 +12,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from queuelog import create_app
-from queuelog.auth import create_key
+from queuelog.queue.admin import AdminStore
 from tests.conftest import ADMIN_PASSWORD, Keys
 
 
@@ -98,7 +98,7 @@ def test_the_document_carries_the_configured_limits(database_url):
         too_big = producer.post("/jobs", json={"type": "email", "payload": {"x": "y" * 1000}})
         assert too_big.status_code == 422 and too_big.json["errors"][0]["field"] == "payload"
         assert producer.post("/jobs", json={"type": "email", "payload": {"x": "y" * 900}}).status_code == 201
-        key = create_key(app.extensions["queuelog"]["db"], "w", "worker")
+        key = AdminStore(app.extensions["queuelog"]["db"]).create_key("w", "worker")
         held = app.test_client().post("/jobs/claim", headers={"Authorization": f"Bearer {key}"}).json
         lease = datetime.fromisoformat(held["lease_expires_at"]) - datetime.fromisoformat(held["claimed_at"])
         assert lease.total_seconds() == 120

@@ -148,14 +148,14 @@ def test_a_403_under_python_OO_is_a_problem(tmp_path):
         f"""
         import json
         from queuelog import create_app
-        from queuelog.auth import create_key, create_user
+        from queuelog.queue.admin import AdminStore
         assert create_app.__doc__ is None  # -OO is in force
         app = create_app({{"TESTING": True, "QUEUELOG": {{
             "DATABASE_URL": "sqlite:///{tmp_path / "oo.sqlite3"}", "ADMIN_PASSWORD": "x" * 16,
             "SECRET_KEY": "k"}}}})
         db = app.extensions["queuelog"]["db"]
-        create_user(db, "alice", "producer", "password-alice")
-        key = create_key(db, "alice-key", "producer", username="alice")
+        AdminStore(db).create_user("alice", "producer", "password-alice")
+        key = AdminStore(db).create_key("alice-key", "producer", username="alice")
         client = app.test_client()
         for path in ("/schedules", "/types"):
             answer = client.get(path, headers={{"Authorization": "Bearer " + key}})

@@ -14,9 +14,9 @@ import pytest
 import requests
 
 from queuelog import create_app
-from queuelog.auth import create_key, create_user
 from queuelog.client import Client
 from queuelog.db import Database
+from queuelog.queue.admin import AdminStore
 from tests.conftest import ADMIN_PASSWORD, LiveServer
 from tests.worker.processes import FAST
 
@@ -36,17 +36,21 @@ class Served:
     db: Database
     clients: list[Client] = field(default_factory=list)
 
+    @property
+    def store(self) -> AdminStore:
+        return AdminStore(self.db)
+
     def producer_key(self, role: str = "producer") -> str:
         """A key for a new user of its own (``role`` producer or admin)."""
         name = f"u-{secrets.token_hex(4)}"
-        create_user(self.db, name, role, "password-" + name)
-        return create_key(self.db, f"{name}-key", "producer", username=name)
+        self.store.create_user(name, role, "password-" + name)
+        return self.store.create_key(f"{name}-key", "producer", username=name)
 
     def admin_key(self) -> str:
-        return create_key(self.db, f"admin-{secrets.token_hex(4)}", "producer", username="admin")
+        return self.store.create_key(f"admin-{secrets.token_hex(4)}", "producer", username="admin")
 
     def worker_key(self) -> str:
-        return create_key(self.db, f"w-{secrets.token_hex(4)}", "worker")
+        return self.store.create_key(f"w-{secrets.token_hex(4)}", "worker")
 
     def client(self, key: str | None = None, *, url: str | None = None, **options) -> Client:
         """A producer client (closed at the end of the test); a new producer's unless ``key`` is given."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from queuelog.auth import create_key, create_user, revoke_key
 from queuelog.engines import Backoff
+from queuelog.queue.admin import AdminStore
 from tests.engines.conftest import NOW, later, new
 
 FIXED = Backoff(10, 100, lambda: 0.5)
@@ -105,14 +105,14 @@ def set_last_used(db, engine, name, at):
 
 def test_worker_keys_are_those_used_recently_revoked_or_not(db, engine):
     for name in ("w-old", "w-new", "w-gone", "w-never"):
-        create_key(db, name, "worker")
-    create_user(db, "carol", "producer", "password-carol")
-    create_key(db, "laptop", "producer", username="carol")  # a producer key: never listed
+        AdminStore(db).create_key(name, "worker")
+    AdminStore(db).create_user("carol", "producer", "password-carol")
+    AdminStore(db).create_key("laptop", "producer", username="carol")  # a producer key: never listed
     set_last_used(db, engine, "laptop", NOW)
     set_last_used(db, engine, "w-old", NOW - timedelta(days=2))
     set_last_used(db, engine, "w-new", NOW)
     set_last_used(db, engine, "w-gone", NOW - timedelta(hours=1))
-    revoke_key(db, "w-gone", actor="admin")
+    AdminStore(db).revoke_key("w-gone", actor="admin")
     rows = engine.worker_keys(since=NOW - timedelta(days=1), limit=10)
     assert [(r.name, r.last_used_at, r.revoked_at is not None) for r in rows] == [
         ("w-new", NOW, False),

@@ -10,8 +10,9 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from queuelog.auth import create_key, create_user, hash_key, revoke_key
+from queuelog.auth import hash_key
 from queuelog.engines import Backoff, Unchanged
+from queuelog.queue.admin import AdminStore
 from tests.engines.conftest import NOW, count_jobs, later, new, set_type
 
 FIXED = Backoff(10, 100, lambda: 0.5)
@@ -237,9 +238,9 @@ def test_job_types_are_managed_through_either_engine(engine):
 
 
 def test_api_key_lookup_finds_unrevoked_keys_with_their_user(db, engine):
-    create_user(db, "ada", "producer", "password-ada")
-    raw = create_key(db, "ada-laptop", "producer", username="ada")
-    worker = create_key(db, "worker-9", "worker")
+    AdminStore(db).create_user("ada", "producer", "password-ada")
+    raw = AdminStore(db).create_key("ada-laptop", "producer", username="ada")
+    worker = AdminStore(db).create_key("worker-9", "worker")
     row = engine.api_key(hash_key(raw))
     assert (row.kind, row.name, row.username, row.role, row.active, row.last_used_at) == (
         "producer",
@@ -250,7 +251,7 @@ def test_api_key_lookup_finds_unrevoked_keys_with_their_user(db, engine):
         None,
     )
     assert engine.api_key(hash_key(worker)).username is None
-    revoke_key(db, "ada-laptop")
+    AdminStore(db).revoke_key("ada-laptop")
     assert engine.api_key(hash_key(raw)) is None
     assert engine.api_key("0" * 64) is None
 

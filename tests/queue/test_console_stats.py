@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from queuelog.auth import create_key
 from queuelog.queue import JobSpec, monitor
+from queuelog.queue.admin import AdminStore
 from queuelog.queue.monitor import ConsoleStats, percentile
 
 
@@ -71,7 +71,7 @@ def test_a_full_sample_says_what_it_covers(q, clock, monkeypatch):
 def test_workers_hold_claim_report_and_fail(app, q, clock):
     db = app.extensions["queuelog"]["db"]
     for name in ("w-1", "w-2", "w-idle"):
-        create_key(db, name, "worker")
+        AdminStore(db).create_key(name, "worker")
     run(q, clock, "w-1", wait=1, run_for=1)
     run(q, clock, "w-1", wait=1, run_for=1, fail=True)
     clock.advance(7200)  # those two are older than an hour now

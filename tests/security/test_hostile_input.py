@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import text
 
 from queuelog import create_app
-from queuelog.auth import set_preferences
 from queuelog.models import User
 from queuelog.queue import JobSpec, Queue
+from queuelog.queue.admin import AdminStore
 from tests.conftest import ADMIN_PASSWORD, ROOT
 
 SURROGATE = "\udfff"
@@ -98,7 +98,7 @@ def test_submit_with_a_start_time_past_year_9999_in_a_western_zone_is_an_error(a
     db = app.extensions["queuelog"]["db"]
     with db.session() as s:
         alice = s.query(User).filter_by(username="alice").one()
-    set_preferences(db, alice.id, timezone="America/Los_Angeles")
+    AdminStore(db).set_preferences(alice.id, timezone="America/Los_Angeles")
     response = producer_browser.submit(
         "/submit", type="email", payload="{}", priority="low", max_retries=3, run_at="9999-12-31T23:00"
     )
@@ -120,7 +120,7 @@ def test_zones_nobody_lives_in_are_refused_and_a_saved_one_does_no_harm(app, pro
     db = app.extensions["queuelog"]["db"]
     with db.session() as s:
         alice = s.query(User).filter_by(username="alice").one()
-    set_preferences(db, alice.id, timezone=zone)
+    AdminStore(db).set_preferences(alice.id, timezone=zone)
     assert producer_browser.get("/").status_code == 200
     assert producer_browser.get("/settings").status_code == 200
 
@@ -447,12 +447,12 @@ def test_nul_in_a_path_segment_is_a_clear_400(admin_browser):
 
 
 def test_names_with_a_slash_can_be_managed_from_the_pages(admin_browser, app):
-    from queuelog.auth import authenticate_key
+    from queuelog.queue.admin import AdminStore
 
     created = admin_browser.submit("/admin/keys", name="team/a", kind="worker", user="")
     key = re.search(r'id="new-key">(ql_[^<]+)<', created.get_data(as_text=True)).group(1)
     assert admin_browser.submit("/admin/keys", "/admin/keys/team/a/revoke").status_code == 302
-    assert authenticate_key(app.extensions["queuelog"]["db"], key) is None
+    assert AdminStore(app.extensions["queuelog"]["db"]).authenticate(key) is None
 
 
 def test_malformed_chunked_bodies_are_400(live_server, keys):

@@ -45,12 +45,12 @@ def test_v01_anonymous_callers_are_refused_everywhere_but_healthz(client, produc
 
 
 def test_v01_revoked_key_is_401(app, client, keys):
-    from queuelog.auth import revoke_key
+    from queuelog.queue.admin import AdminStore
 
     caller = keys.producer("bob")
     assert caller.get("/jobs").status_code == 200
     key_name = next(iter(_key_names(app, "bob")))
-    revoke_key(app.extensions["queuelog"]["db"], key_name)
+    AdminStore(app.extensions["queuelog"]["db"]).revoke_key(key_name)
     assert caller.get("/jobs").status_code == 401
 
 

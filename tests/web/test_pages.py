@@ -7,8 +7,8 @@ import re
 import pytest
 from sqlalchemy import select
 
-from queuelog.auth import authenticate_key
 from queuelog.models import AuditLog
+from queuelog.queue.admin import AdminStore
 from queuelog.web.templating import attempts, error_headline
 
 
@@ -189,11 +189,11 @@ def test_admin_creates_and_revokes_keys(app, admin_browser):
         1
     )
     db = app.extensions["queuelog"]["db"]
-    assert authenticate_key(db, key).name == "builder-1"
+    assert AdminStore(db).authenticate(key).name == "builder-1"
     listing = admin_browser.get("/admin/keys").get_data(as_text=True)
     assert "builder-1" in listing and key not in listing  # shown once only
     admin_browser.submit("/admin/keys", "/admin/keys/builder-1/revoke")
-    assert authenticate_key(db, key) is None
+    assert AdminStore(db).authenticate(key) is None
     producer_key = admin_browser.submit("/admin/keys", name="admin-laptop", kind="producer", user="admin")
     assert "ql_" in producer_key.get_data(as_text=True)
     missing_user = admin_browser.submit("/admin/keys", name="orphan", kind="producer", user="")

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from queuelog.auth import authenticate_key
+from queuelog.queue.admin import AdminStore
 
 LAST_ADMIN = {
     "en": "There must be at least one active admin.",
@@ -61,8 +61,8 @@ def test_a_revoked_keys_name_can_be_given_to_a_new_key(app, admin_browser):
     second = admin_browser.submit("/admin/keys", name="builder-1", kind="worker", user="")
     assert second.status_code == 200
     new_key = re.search(r'id="new-key">(ql_[^<]+)<', second.get_data(as_text=True)).group(1)
-    assert authenticate_key(db, old_key) is None
-    assert authenticate_key(db, new_key).name == "builder-1"
+    assert AdminStore(db).authenticate(old_key) is None
+    assert AdminStore(db).authenticate(new_key).name == "builder-1"
     listing = admin_browser.get("/admin/keys").get_data(as_text=True)
     assert len(re.findall(r'<td [^>]*class="data">builder-1</td>', listing)) == 2  # the revoked row stays
     assert listing.count('action="/admin/keys/builder-1/revoke"') == 1  # only the key in use

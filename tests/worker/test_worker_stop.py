@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from queuelog.auth import revoke_key
+from queuelog.queue.admin import AdminStore
 from tests.worker.processes import FAST, session, wait_until
 
 
@@ -89,7 +89,7 @@ def test_a_key_revoked_while_the_worker_runs_stops_it_saying_so(app, keys, live_
         lambda: producer.get(f"{server.url}/jobs/{job['id']}").json()["status"] == "completed", 20, "the job"
     )
     assert proc.poll() is None  # working with a good key
-    revoke_key(keys.db, "w-revoked")
+    AdminStore(keys.db).revoke_key("w-revoked")
     assert proc.wait(timeout=20) == 1
     text = workers.output(proc)
     assert (
