@@ -170,6 +170,8 @@ class Schedules:
         try:
             return self.engine.add_schedule(row, actor=actor, now=now)
         except IntegrityError:
+            if self.engine.get_schedule(values.name) is None:
+                raise  # not the name: another constraint refused the change
             raise JobValidationError(Code.SCHEDULE_EXISTS, field="name", name=values.name) from None
 
     def update(self, name: str, values: ScheduleValues, actor: str) -> Schedule:

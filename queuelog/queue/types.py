@@ -456,6 +456,8 @@ class JobTypeRules:
         try:
             return self.add(name, description, schema, audit=entry)
         except IntegrityError:
+            if all(t.name != name for t in self.all()):
+                raise  # not the name: another constraint refused the change
             raise JobValidationError(Code.TYPE_EXISTS, field="name", name=name) from None
 
     def add(
@@ -485,10 +487,10 @@ class JobTypeRules:
         change's own transaction (the JSON API, the command line and the pages change types here; the
         pages' enable, disable, pause and resume buttons name their own actions, ``type.pause`` ...)."""
 
-        def audit_row(before: JobType, applied: dict[str, Any]) -> AuditLog:
+        def audited(before: JobType, applied: dict[str, Any]) -> AuditLog:
             return audit_row(actor, action, name, change_summary(before, applied))
 
-        return self._write(name, changes, audit_row)
+        return self._write(name, changes, audited)
 
     def _write(self, name: str, changes: dict[str, Any], audit_row: JobTypeAudit | None = None) -> JobType:
         if text_problem(name):  # a NUL or a lone surrogate: no type has one, and PostgreSQL cannot compare it
