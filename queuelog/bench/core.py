@@ -154,7 +154,7 @@ def raw_loop(
             if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
                 cur.execute(sql.EXPIRE, params)
                 cur.fetchall()
-            cur.execute(sql.CLAIM[False][False], params)  # no type has a limit here
+            cur.execute(sql.CLAIM_IN_ORDER[False], params)  # no type has a limit here
             rows = cur.fetchall()
         finish([row[0] for row in rows], now, "claimed", 1)
         if not rows and not logs_itself:
