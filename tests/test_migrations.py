@@ -52,12 +52,17 @@ def test_claim_indexes_are_partial_and_in_claim_order(app, backend, name):
         if backend.name == "sqlite":
             sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).scalar()
         else:
-            sql = conn.exec_driver_sql("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)).scalar()
+            sql = conn.exec_driver_sql(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)
+            ).scalar()
     columns = sql.split("(", 1)[1].split(")")[0]
-    assert columns.replace('"', "").replace(" ", "") == {
-        "ix_jobs_claim": "priorityDESC,available_at,id",
-        "ix_jobs_claim_by_type": "type,priorityDESC,available_at,id",
-    }[name]
+    assert (
+        columns.replace('"', "").replace(" ", "")
+        == {
+            "ix_jobs_claim": "priorityDESC,available_at,id",
+            "ix_jobs_claim_by_type": "type,priorityDESC,available_at,id",
+        }[name]
+    )
     assert "status" in sql.split("WHERE")[1] and "pending" in sql
 
 

@@ -68,19 +68,19 @@ LOCK_LIMITED = {
     for typed in (False, True)
 }
 # Paused types and types without room are passed over.
-_HELD = "SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1"
+_HELD = "held AS MATERIALIZED (SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1)"
 # The claim, in claim order, two ways in one statement, its snapshot's data deciding which.
 #
 # In order: down ix_jobs_claim, passing over the jobs of held types. Its cost is one seek while no
 # pending job is of a held type; otherwise it would read every such job that comes first in claim order.
 _IN_ORDER = (
     "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
-    f" AND type NOT IN ({_HELD}) ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
+    " AND type NOT IN (SELECT name FROM held) ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
 )
 # Whether a pending job is of a held type: then the claim goes by type.
 # (LATERAL ... LIMIT 1: one seek per held type, never a hash of every pending job.)
 _WAITING = (
-    f"waiting AS (SELECT EXISTS (SELECT 1 FROM ({_HELD}) AS h CROSS JOIN LATERAL (SELECT 1 FROM jobs"
+    "waiting AS (SELECT EXISTS (SELECT 1 FROM held AS h CROSS JOIN LATERAL (SELECT 1 FROM jobs"
     " WHERE status = 'pending' AND type = h.name LIMIT 1) AS j) AS yes)"
 )
 # By type: the claim order of each type's pending jobs (ix_jobs_claim_by_type), merged. The types taken
@@ -101,7 +101,8 @@ _RUN = (
 _FIRST = (
     "SELECT j.id, j.type, j.priority, j.available_at FROM kinds CROSS JOIN LATERAL ("
     + _RUN.format(kind="kinds.name", limit="%(limit)s")
-    + f") AS j WHERE kinds.name NOT IN ({_HELD}) ORDER BY j.priority DESC, j.available_at, j.id LIMIT %(limit)s"
+    + ") AS j WHERE kinds.name NOT IN (SELECT name FROM held) ORDER BY j.priority DESC, j.available_at, j.id"
+    " LIMIT %(limit)s"
 )
 # A batch takes at most a type's room of its jobs, in claim order, so it may bring fewer jobs than asked.
 _NUMBERED = (
@@ -119,14 +120,14 @@ _PICKED_COLUMNS = "id, type, priority, available_at"
 # picked: the jobs locked for the claim. Typed claims always go by type (a worker's list would otherwise
 # have the claim read past every job of the other types).
 _PICKED = {
-    False: f"{_KINDS[False]}, {_WAITING}, {_BY_TYPE},"
+    False: f"{_HELD}, {_KINDS[False]}, {_WAITING}, {_BY_TYPE},"
     f" in_order AS ({_IN_ORDER.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
     " picked AS (SELECT * FROM in_order WHERE NOT (SELECT yes FROM waiting)"
     " UNION ALL SELECT * FROM by_type WHERE (SELECT yes FROM waiting))",
-    True: f"{_KINDS[True]}, {_BY_TYPE}, picked AS (SELECT * FROM by_type)",
+    True: f"{_HELD}, {_KINDS[True]}, {_BY_TYPE}, picked AS (SELECT * FROM by_type)",
 }
 # Whether anything is claimable now (the long poll's check; a read): by type.
-PICK = {typed: f"WITH RECURSIVE {_ROOM}, {kinds} {_FIRST}" for typed, kinds in _KINDS.items()}
+PICK = {typed: f"WITH RECURSIVE {_ROOM}, {_HELD}, {kinds} {_FIRST}" for typed, kinds in _KINDS.items()}
 _WITHIN_ROOM = _NUMBERED.format(picked="picked")
 # The rate-limited types among the jobs taken spend one token per job from their refilled bucket. The
 # bucket's time never goes back: a server whose clock is behind refilled nothing, and the next claim on

@@ -226,3 +226,25 @@ def test_other_types_are_claimed_in_order_past_a_held_types_backlog(db, engine, 
         set_type(db, "email")
     # Room again: the waiting jobs come first, in their order, as many as the room allows.
     assert take(2, at) == (waiting[:2] if how == "paused" else waiting[:1])
+
+
+@pytest.mark.parametrize("types", [None, ["pdf", "email"], ["pdf"]])  # ["pdf"]: no lock on email's row
+def test_eight_workers_past_a_held_types_backlog_take_every_other_job_once(db, engine, types):
+    """The claim by type under a race: every claimable job is handed out once, none twice, none of the held
+    type's (on PostgreSQL each type's share is locked SKIP LOCKED, so claims give way to each other)."""
+    hold(db, engine, "concurrency")
+    engine.insert("alice", [new("email", priority=20) for _ in range(200)], NOW)
+    engine.insert("alice", [new("pdf", priority=n % 5, payload={"n": n}) for n in range(80)], NOW)
+    start = threading.Barrier(8)
+
+    def work(index):
+        start.wait()
+        mine = []
+        while jobs := claim(engine, f"w{index}", limit=1 + index % 3, types=types).jobs:
+            mine += jobs
+        return mine
+
+    with ThreadPoolExecutor(8) as pool:
+        claimed = [job for mine in pool.map(work, range(8)) for job in mine]
+    assert {j.type for j in claimed} == {"pdf"}
+    assert len(claimed) == len({j.id for j in claimed}) == 80
