@@ -74,7 +74,7 @@ _HELD = "held AS MATERIALIZED (SELECT name FROM job_types WHERE paused UNION ALL
 # In order: down ix_jobs_claim, passing over the jobs of held types. Its cost is one seek while no
 # pending job is of a held type; otherwise it would read every such job that comes first in claim order.
 _IN_ORDER = (
-    "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
+    "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s{typed}"
     " AND type NOT IN (SELECT name FROM held) ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
 )
 # Whether a pending job is of a held type: then the claim goes by type.
@@ -121,11 +121,21 @@ _PICKED_COLUMNS = "id, type, priority, available_at"
 # have the claim read past every job of the other types).
 _PICKED = {
     False: f"{_HELD}, {_KINDS[False]}, {_WAITING}, {_BY_TYPE},"
-    f" in_order AS ({_IN_ORDER.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
+    f" in_order AS ({_IN_ORDER.format(columns=_PICKED_COLUMNS, typed='')} FOR UPDATE SKIP LOCKED),"
     " picked AS (SELECT * FROM in_order WHERE NOT (SELECT yes FROM waiting)"
     " UNION ALL SELECT * FROM by_type WHERE (SELECT yes FROM waiting))",
     True: f"{_HELD}, {_KINDS[True]}, {_BY_TYPE}, picked AS (SELECT * FROM by_type)",
 }
+# In order only, as before flow control: while no type has a limit or is paused (the engine checks every
+# few seconds: ANY_HELD), nothing can wait, and this statement costs the server less planning than the
+# one that carries both ways. Were a type held back meanwhile, this one would still claim right.
+_PICKED_IN_ORDER = {
+    typed: f"{_HELD}, picked AS ("
+    + _IN_ORDER.format(columns=_PICKED_COLUMNS, typed=" AND type = ANY(%(types)s)" if typed else "")
+    + " FOR UPDATE SKIP LOCKED)"
+    for typed in (False, True)
+}
+ANY_HELD = f"SELECT EXISTS (SELECT 1 FROM job_types WHERE paused OR {_LIMITED})"
 # Whether anything is claimable now (the long poll's check; a read): by type.
 PICK = {typed: f"WITH RECURSIVE {_ROOM}, {_HELD}, {kinds} {_FIRST}" for typed, kinds in _KINDS.items()}
 _WITHIN_ROOM = _NUMBERED.format(picked="picked")
@@ -157,8 +167,8 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
-CLAIM = {
-    typed: f"WITH RECURSIVE x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {picked},"
+_CLAIM = (
+    f"WITH RECURSIVE x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {{picked}},"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
@@ -166,8 +176,9 @@ CLAIM = {
     f" spent AS ({_SPEND}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
     f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
-    for typed, picked in _PICKED.items()
-}
+)
+CLAIM = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED.items()}
+CLAIM_IN_ORDER = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED_IN_ORDER.items()}
 LEASE_DUE = "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s LIMIT 1"
 HEARTBEAT = f"UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 _DONE = (

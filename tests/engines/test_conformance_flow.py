@@ -248,3 +248,19 @@ def test_eight_workers_past_a_held_types_backlog_take_every_other_job_once(db, e
         claimed = [job for mine in pool.map(work, range(8)) for job in mine]
     assert {j.type for j in claimed} == {"pdf"}
     assert len(claimed) == len({j.id for j in claimed}) == 80
+
+
+def test_a_limit_set_between_two_claims_holds_at_the_next(db, engine):
+    """The PostgreSQL engine looks only every few seconds whether any type is held back, to pick the
+    cheaper statement while none is (queuelog/engines/postgres.py): a look a moment old must never let a
+    claim pass a limit."""
+    engine.held_check_seconds = 3600
+    engine.insert("alice", [new("email") for _ in range(3)], NOW)
+    [first] = claim(engine).jobs
+    set_type(db, "email", concurrency=1)
+    assert claim(engine, limit=10).jobs == []
+    set_type(db, "email", paused=True, concurrency=2)
+    assert claim(engine, limit=10, types=["email"]).jobs == []
+    set_type(db, "email", concurrency=2)
+    assert [j.type for j in claim(engine, limit=10).jobs] == ["email"]
+    assert first.status == "running"
