@@ -148,7 +148,7 @@ def raw_loop(
         }
         begin()
         if logs_itself:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
-            cur.execute(sql.CLAIM[False], params)
+            cur.execute(sql.CLAIM_IN_ORDER[False], params)  # as the engine while no type has a limit
             rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
         else:  # as the engine does: expired leases are settled only when the probe finds one
             if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
