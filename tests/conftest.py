@@ -90,13 +90,68 @@ _PG_NOT_RUN = pytest.StashKey[int]()
 
 
 def _engine(item) -> str | None:
+    """The engine a test runs on: its ``backend`` (tests of the app) or ``db`` (tests/engines) parameter."""
     callspec = getattr(item, "callspec", None)
-    return callspec.params.get("backend") if callspec else None
+    if callspec is None:
+        return None
+    return callspec.params.get("backend", callspec.params.get("db"))
 
 
+# -- tiers --------------------------------------------------------------------------------------------
+# Every test belongs to the fast tier unless a rule below puts it in a slower one; the bare ``pytest`` runs
+# the fast tier (pyproject.toml's addopts: -m "not slow and not browser and not system"), ``pytest -m ""``
+# runs all, as .ci/run does. Naming files or tests on the command line runs them whatever their tier.
+TESTS = Path(__file__).resolve().parent
+# Folders and files of a tier, relative to tests/.
+BROWSER_PATHS = ("e2e",)
+SYSTEM_PATHS = ("test_install.py", "test_readme.py", "test_readme_sections.py", "test_help.py")
+SLOW_PATHS = (
+    "client",
+    "worker",
+    "test_concurrency.py",
+    "test_scale_out.py",
+    "test_maintenance_processes.py",
+    "test_flow_control_servers.py",
+    "test_bench.py",
+    "api/test_long_poll.py",
+)
+# Fixtures that start servers or processes: a test that uses one is slow wherever it is.
+SLOW_FIXTURES = {"live_server", "server", "served", "workers", "fake_worker"}
+DEFAULT_TIERS = "not slow and not browser and not system"
+
+
+def _under(item, paths: tuple[str, ...]) -> bool:
+    return any(item.path.is_relative_to(TESTS / path) for path in paths)
+
+
+def _tier(item) -> None:
+    if _under(item, BROWSER_PATHS):
+        item.add_marker(pytest.mark.browser)
+    if _under(item, SYSTEM_PATHS):
+        item.add_marker(pytest.mark.system)
+    if _under(item, SLOW_PATHS) or SLOW_FIXTURES.intersection(item.fixturenames):
+        item.add_marker(pytest.mark.slow)
+    if _engine(item) == "postgresql":
+        item.add_marker(pytest.mark.postgres)
+
+
+def pytest_configure(config):
+    """Tests named on the command line run whatever their tier: the tier filter of addopts is lifted when
+    the command names files or tests and sets no -m of its own."""
+    args = config.invocation_params.args
+    named = [a for a in args if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+    if named and not any(a == "-m" or a.startswith("-m") for a in args):
+        if config.option.markexpr == DEFAULT_TIERS:
+            config.option.markexpr = ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """Without QUEUELOG_TEST_POSTGRES_URL the PostgreSQL half of the suite is deselected, and one line of
-    the summary says so (pytest_terminal_summary), instead of a skip line for each test."""
+    """Each test gets the markers of its tier (_tier). Without QUEUELOG_TEST_POSTGRES_URL the PostgreSQL
+    half of the suite is deselected, and one line of the summary says so (pytest_terminal_summary), instead
+    of a skip line for each test."""
+    for item in items:
+        _tier(item)
     if PG_URL:
         return
     postgres = [item for item in items if _engine(item) == "postgresql"]
@@ -113,6 +168,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"NOT RUN: {count} PostgreSQL test{'s' if count != 1 else ''} (deselected): {PG_HOWTO}",
             yellow=True,
             bold=True,
+        )
+    if config.option.markexpr == DEFAULT_TIERS:
+        terminalreporter.write_line(
+            "This was the fast tier: pytest -m '' runs every test (the slow, browser and system tiers too).",
+            yellow=True,
         )
 
 
