@@ -35,6 +35,7 @@ ADMIN_PASSWORD = "admin-password-for-tests"
 # One cheap hash instead of scrypt (~0.4 s each): nearly every test makes users. Set in the environment, so
 # that the servers, workers and commands the tests start in subprocesses hash cheaply too.
 os.environ["QUEUELOG_PASSWORD_HASH"] = "pbkdf2:sha256:1"
+TEST_SETTINGS = {"ADMIN_PASSWORD": ADMIN_PASSWORD, "SECRET_KEY": "test-secret-key"}  # and a DATABASE_URL
 TABLES = tuple(table.name for table in Base.metadata.sorted_tables)
 
 
@@ -75,10 +76,16 @@ def _pg_schema_url(base: str, schema: str) -> str:
 
 @pytest.fixture(scope="session")
 def sqlite_backend(tmp_path_factory) -> SQLiteBackend:
+    """Each test's database is a copy of one template, migrated and seeded once per session as the app
+    seeds a new database (the job types, the first admin): the app of each test then only reads them."""
     template = tmp_path_factory.mktemp("template") / "template.sqlite3"
     db = Database(f"sqlite:///{template}")
     db.upgrade()
     db.dispose()
+    seeded = create_app(
+        {"TESTING": True, "QUEUELOG": {**TEST_SETTINGS, "DATABASE_URL": f"sqlite:///{template}"}}
+    )
+    seeded.extensions["queuelog"]["db"].dispose()
     return SQLiteBackend(template)
 
 
@@ -159,6 +166,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if _engine(item) != "postgresql"]
         config.hook.pytest_deselected(items=postgres)
         config.stash[_PG_NOT_RUN] = len(postgres)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller (below)
+            config.workeroutput["postgres_not_run"] = len(postgres)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller collects nothing itself: its summary takes the count from the workers."""
+    count = getattr(node, "workeroutput", {}).get("postgres_not_run", 0)
+    node.config.stash[_PG_NOT_RUN] = max(node.config.stash.get(_PG_NOT_RUN, 0), count)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -215,12 +231,7 @@ def database_url(backend, tmp_path) -> str:
 
 @pytest.fixture
 def app(database_url, app_settings, tmp_path):
-    settings = {
-        "DATABASE_URL": database_url,
-        "ADMIN_PASSWORD": ADMIN_PASSWORD,
-        "SECRET_KEY": "test-secret-key",
-        **app_settings,
-    }
+    settings = {**TEST_SETTINGS, "DATABASE_URL": database_url, **app_settings}
     app = create_app({"TESTING": True, "QUEUELOG": settings})
     yield app
     app.extensions["queuelog"]["db"].dispose()
