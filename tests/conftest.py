@@ -2,7 +2,10 @@
 
 The ``backend`` fixture runs every test that uses ``app`` on SQLite, and again on PostgreSQL when
 ``QUEUELOG_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each PostgreSQL test session works in a schema
-of its own, dropped at the end, and every test starts from empty tables.
+of its own, dropped at the end. Every test starts from a new SQLite file (a copy of a template, migrated and
+seeded once) or from emptied PostgreSQL tables, which its app seeds.
+
+The tests come in tiers (below, "tiers"): the bare ``pytest`` runs the fast one, ``pytest -m ""`` all.
 """
 
 from __future__ import annotations
