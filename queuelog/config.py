@@ -23,7 +23,7 @@ def _float(value: str) -> float:
     return float(value)
 
 
-_PASSWORD_HASH = re.compile(r"scrypt(:\d+){0,3}|pbkdf2(:sha(256|512))?(:\d+)?")
+_PASSWORD_HASH = re.compile(r"scrypt(:\d+){0,3}|pbkdf2(:sha(256|512)(:\d+)?)?")
 
 
 def password_hash_method(value: str) -> str:
