@@ -81,7 +81,7 @@ def create_user(db: Database, username: str, role: str, password: str, *, actor:
             if session.scalar(select(User.id).where(User.username == username)) is not None:
                 raise exists
             user = User(username=username, role=role)
-            user.set_password(password)
+            user.set_password(password, db.password_hash)
             session.add(user)
             session.add(AuditLog(actor=actor, action="user.create", target=username, detail=f"role={role}"))
     except IntegrityError:
@@ -180,7 +180,7 @@ def update_user(
         if active is not None:
             user.active = active
         if password is not None:
-            user.set_password(password)
+            user.set_password(password, db.password_hash)
         if ends_sessions:
             user.session_version = User.session_version + 1
         session.flush()

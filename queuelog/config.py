@@ -23,6 +23,21 @@ def _float(value: str) -> float:
     return float(value)
 
 
+_PASSWORD_HASH = re.compile(r"scrypt(:\d+){0,3}|pbkdf2(:sha(256|512)(:\d+)?)?")
+
+
+def password_hash_method(value: str) -> str:
+    """A werkzeug hash method for new passwords: ``scrypt[:n[:r[:p]]]`` or ``pbkdf2[:sha256|sha512[:iterations]]``.
+    Stored hashes name their own method, so changing it leaves every password that was set before working."""
+    value = value.strip()
+    if not _PASSWORD_HASH.fullmatch(value):
+        raise ValueError(
+            f"QUEUELOG_PASSWORD_HASH: not a password hash method: {value!r} "
+            "(use scrypt, scrypt:N:R:P, pbkdf2:sha256 or pbkdf2:sha256:ITERATIONS)"
+        )
+    return value
+
+
 DEFAULTS: dict[str, tuple[Any, Any]] = {
     "DATABASE_URL": (None, str),  # None: a SQLite file in the instance folder
     "SECRET_KEY": (None, str),  # None: generated once into the instance folder
@@ -34,6 +49,9 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "RETRY_BACKOFF_MAX": (3600.0, _float),
     "JOB_TYPES": ("email,pdf,sync", str),
     "ADMIN_PASSWORD": (None, str),
+    # How new passwords are hashed (werkzeug): scrypt, slow on purpose. The test suite sets a cheap one
+    # (pbkdf2:sha256:1, tests/conftest.py); a production server keeps the default.
+    "PASSWORD_HASH": ("scrypt", password_hash_method),
     "SESSION_COOKIE_SECURE": (False, _bool),
     "DB_POOL_SIZE": (10, _INT),
     "DB_MAX_OVERFLOW": (20, _INT),
@@ -77,6 +95,7 @@ def load_config(instance_path: str, overrides: dict[str, Any] | None = None) -> 
     for name in DURATIONS:
         if not isinstance(config[name], timedelta):
             config[name] = parse_duration(str(config[name]))
+    config["PASSWORD_HASH"] = password_hash_method(str(config["PASSWORD_HASH"]))
     if not config["DATABASE_URL"] or not config["SECRET_KEY"]:
         make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
     if not config["DATABASE_URL"]:

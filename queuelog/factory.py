@@ -67,6 +67,7 @@ def register_extensions(app: Flask) -> None:
             pool_size=config["DB_POOL_SIZE"],
             max_overflow=config["DB_MAX_OVERFLOW"],
             busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
+            password_hash=config["PASSWORD_HASH"],
         )
     except DatabaseUnusable as exc:
         raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1

@@ -22,7 +22,7 @@ def run_bench(*args: str) -> list[dict]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # the pages scenario on PostgreSQL: ~75 s alone, minutes beside the rest of the suite
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)

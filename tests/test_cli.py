@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 
 from queuelog.auth import authenticate_key, update_user
@@ -175,6 +176,7 @@ def _flask(args, env):
     )
 
 
+@pytest.mark.slow  # the flask command in subprocesses, one after another
 def test_real_command_line_on_a_new_sqlite_file(tmp_path):
     """What a new user types: the database appears by itself; the key is the last line of stdout."""
     env = {

@@ -55,9 +55,10 @@ class User(Base):
         """The session id flask-login keeps in the cookie: ``<id>:<session_version>``."""
         return f"{self.id}:{self.session_version}"
 
-    def set_password(self, password: str) -> None:
-        """Store a slow, salted hash (scrypt through Werkzeug) of ``password``."""
-        self.password_hash = generate_password_hash(password)
+    def set_password(self, password: str, method: str = "scrypt") -> None:
+        """Store a salted hash of ``password`` (Werkzeug's; slow scrypt unless QUEUELOG_PASSWORD_HASH says
+        otherwise). The hash names its method, so check_password reads hashes of any method."""
+        self.password_hash = generate_password_hash(password, method)
 
     def check_password(self, password: str) -> bool:
         return check_password_hash(self.password_hash, password)

@@ -48,10 +48,11 @@ def load_user(session_id: str) -> User | None:
 
 
 @cache
-def _dummy_hash() -> str:
+def _dummy_hash(method: str) -> str:
     """Checked when the username is unknown, so that both failures take as long (no user enumeration by
-    timing). Made at the first login rather than at import: a scrypt hash costs start-up a tenth of a second."""
-    return generate_password_hash("not a password")
+    timing): hashed as new passwords are (QUEUELOG_PASSWORD_HASH). Made at the first login rather than at
+    import: a scrypt hash costs start-up a tenth of a second."""
+    return generate_password_hash("not a password", method)
 
 
 def start_session(user: User, *, logged_in_at: int | None = None) -> None:
@@ -99,7 +100,9 @@ def login():
             return render_template("auth/login.html", form=form, error=too_many_attempts()), 429
         with db().session() as s:
             user = s.scalar(select(User).where(User.username == username))
-        ok = check_password_hash(user.password_hash if user else _dummy_hash(), form.password.data)
+        ok = check_password_hash(
+            user.password_hash if user else _dummy_hash(db().password_hash), form.password.data
+        )
         if user is not None and ok and user.active:
             limiter.succeeded(reservation)
             preferences = {k: session[k] for k in ("locale", "timezone") if k in session}
