@@ -133,7 +133,7 @@ class Duration:
 
     @property
     def accepts(self) -> str:
-        return f"a duration such as 45s, 30m, 12h, 7d or 2w, of at least {_words(self.low)}"
+        return f"a duration (45s, 30m, 12h, 7d, 2w) of at least {_words(self.low)}"
 
     def __call__(self, value: Any) -> timedelta:
         if isinstance(value, str):
