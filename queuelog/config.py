@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from queuelog.paths import make_private_folder
+from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, check_password
 
 PREFIX = "QUEUELOG_"
 
@@ -164,8 +165,38 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Secret(Text):
+    """Text the start-up error does not repeat: it would land in logs."""
+
+    def shown(self, value: Any) -> str:
+        return "(hidden)"
+
+
+@dataclass(frozen=True)
+class Password(Secret):
+    accepts: str = (
+        f"a password of {PASSWORD_MIN_LENGTH} to {PASSWORD_MAX_LENGTH} characters, not only whitespace"
+    )
+
+    def __call__(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        check_password(value)  # the rule of every password (a ValueError)
+        return value
+
+
+@dataclass(frozen=True)
 class DatabaseUrl:
     accepts = "a SQLAlchemy database URL, e.g. sqlite:///path or postgresql+psycopg://user@host/db"
+
+    def shown(self, value: Any) -> str:
+        """The value with the password of ``user:password@`` left out."""
+        if not isinstance(value, str) or "@" not in value:
+            return repr(value)
+        userinfo, at, rest = value.rpartition("@")
+        scheme, slashes, user = userinfo.rpartition("://")
+        name, colon, _password = user.partition(":")
+        return repr(scheme + slashes + name + (colon and ":***") + at + rest)
 
     def __call__(self, value: Any) -> str:
         from sqlalchemy.engine import make_url
@@ -193,7 +224,7 @@ class Settings(Mapping[str, Any]):
     The table in docs/configuration.md lists these fields, their defaults and what each accepts."""
 
     database_url: str = setting(None, DatabaseUrl())  # None: a SQLite file in the instance folder
-    secret_key: str = setting(None, Text())  # None: generated once into the instance folder
+    secret_key: str = setting(None, Secret())  # None: generated once into the instance folder
     lease_seconds: int = setting(300, Integer(5, 43200))  # the range POST /jobs/claim accepts
     max_payload_bytes: int = setting(65536, Integer(64))
     max_request_bytes: int = setting(1024 * 1024, Integer(1024))
@@ -201,7 +232,7 @@ class Settings(Mapping[str, Any]):
     retry_backoff_base: float = setting(2.0, Seconds(0))  # 0: retry at once
     retry_backoff_max: float = setting(3600.0, Seconds(0))
     job_types: str = setting("email,pdf,sync", Text("comma-separated job type names"))
-    admin_password: str | None = setting(None, Text())
+    admin_password: str | None = setting(None, Password())
     session_cookie_secure: bool = setting(False, Boolean())
     db_pool_size: int = setting(10, Integer(1))
     db_max_overflow: int = setting(20, Integer(0))
@@ -212,7 +243,7 @@ class Settings(Mapping[str, Any]):
     retention: timedelta | None = setting(None, Duration())  # e.g. 7d: prune finished jobs older than this
     prune_interval: float = setting(3600.0, Seconds(0, above=True))
     schedule_tick: float = setting(1.0, Seconds(0))  # 0: this process never fires schedules
-    metrics_token: str | None = setting(None, Text())  # a bearer token that may read /metrics
+    metrics_token: str | None = setting(None, Secret())  # a bearer token that may read /metrics
     # A login lasts at most SESSION_LIFETIME, and ends sooner when no page is asked for in SESSION_IDLE.
     session_lifetime: timedelta = setting("12h", Duration())
     session_idle: timedelta = setting("2h", Duration())
@@ -266,7 +297,8 @@ def _check(spec: Spec, value: Any, source: str) -> Any:
     try:
         return spec.kind(value)
     except (ValueError, TypeError):
-        raise SettingError(f"{source}={value!r} is not valid: {spec.accepts}") from None
+        shown = getattr(spec.kind, "shown", repr)(value)
+        raise SettingError(f"{source}={shown} is not valid: {spec.accepts}") from None
 
 
 def _checked(overrides: Mapping[str, Any]) -> dict[str, Any]:
