@@ -212,8 +212,9 @@ class DatabaseUrl:
 
 
 def setting(default: Any, kind: Callable[[Any], Any]) -> Any:
-    """A field of ``Settings``: its default (None: unset, or computed at start-up) and its kind."""
-    return field(metadata={"default": default, "kind": kind})
+    """A field of ``Settings``: its default (None: unset, or computed at start-up) and its kind. A value
+    that the start-up error hides (a kind with ``shown``) is left out of the repr too."""
+    return field(metadata={"default": default, "kind": kind}, repr=not hasattr(kind, "shown"))
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,8 @@ def _checked(overrides: Mapping[str, Any]) -> dict[str, Any]:
 def read_settings(
     environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Every setting by name: its default, else ``QUEUELOG_<NAME>`` from ``environ`` (empty counts as
-    unset), else the override; checked. Raises ``SettingError`` at the first bad value."""
+    """Every setting by name, checked: ``QUEUELOG_<NAME>`` from ``environ`` where it is set (empty counts as
+    unset), else its default; then ``overrides``. Raises ``SettingError`` at the first bad value."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for name, spec in SPECS.items():

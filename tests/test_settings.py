@@ -82,6 +82,15 @@ def test_the_line_never_repeats_a_secret():
     )
 
 
+def test_the_settings_repr_leaves_the_secrets_out(tmp_path):
+    url = f"sqlite:///{tmp_path / 'q.sqlite3'}"
+    app = make_app(tmp_path, DATABASE_URL=url, METRICS_TOKEN="scrape-token")
+    shown = repr(app.config["QUEUELOG"])
+    assert "lease_seconds=300" in shown
+    assert ADMIN_PASSWORD not in shown and "scrape-token" not in shown and url not in shown, shown
+    app.extensions["queuelog"]["db"].dispose()
+
+
 def bounds(name: str) -> list[tuple[object, object]]:
     """(the value at each edge of the setting's range, one just past it)."""
     kind = SPECS[name].kind
