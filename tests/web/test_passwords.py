@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from queuelog import create_app
-from queuelog.config import load_config
+from queuelog.config import SettingError, load_settings
 from queuelog.models import User
 from tests.conftest import ADMIN_PASSWORD, Browser
 from tests.web.test_sessions import Stolen, assert_logged_out
@@ -126,11 +126,11 @@ def test_the_suite_hashes_cheaply_and_a_server_hashes_with_scrypt(app, monkeypat
     assert app.config["QUEUELOG"]["PASSWORD_HASH"] == "pbkdf2:sha256:1"
     assert _stored_hash(app, "admin").startswith("pbkdf2:sha256:1$")
     monkeypatch.delenv("QUEUELOG_PASSWORD_HASH")
-    assert load_config(str(tmp_path))["PASSWORD_HASH"] == "scrypt"
+    assert load_settings(str(tmp_path)).password_hash == "scrypt"
 
 
 @pytest.mark.parametrize("method", ["md5", "pbkdf2:sha1:1", "pbkdf2:1", "scrypt:x", "plain"])
 def test_an_unknown_password_hash_is_refused_at_start_with_the_setting_named(monkeypatch, tmp_path, method):
     monkeypatch.setenv("QUEUELOG_PASSWORD_HASH", method)
-    with pytest.raises(ValueError, match=r"QUEUELOG_PASSWORD_HASH: not a password hash method"):
-        load_config(str(tmp_path))
+    with pytest.raises(SettingError, match=r"^QUEUELOG_PASSWORD_HASH=.* is not valid: a password hash method"):
+        load_settings(str(tmp_path))
