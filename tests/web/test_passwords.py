@@ -132,5 +132,7 @@ def test_the_suite_hashes_cheaply_and_a_server_hashes_with_scrypt(app, monkeypat
 @pytest.mark.parametrize("method", ["md5", "pbkdf2:sha1:1", "pbkdf2:1", "scrypt:x", "plain"])
 def test_an_unknown_password_hash_is_refused_at_start_with_the_setting_named(monkeypatch, tmp_path, method):
     monkeypatch.setenv("QUEUELOG_PASSWORD_HASH", method)
-    with pytest.raises(SettingError, match=r"^QUEUELOG_PASSWORD_HASH=.* is not valid: a password hash method"):
+    with pytest.raises(
+        SettingError, match=r"^QUEUELOG_PASSWORD_HASH=.* is not valid: a password hash method"
+    ):
         load_settings(str(tmp_path))
