@@ -33,16 +33,14 @@ __all__ = [
 # -- passwords ------------------------------------------------------------------------------------------
 
 
-def hash_password(password: str, method: str | None = None) -> str:
-    """A slow, salted hash of ``password`` through Werkzeug: its default (scrypt), or ``method`` (the
-    ``PASSWORD_HASH`` setting, when the app has one). The hash names its method, so hashes made under an
-    earlier setting still check."""
-    if method:
-        return generate_password_hash(password, method=method)
-    return generate_password_hash(password)
+def hash_password(password: str, method: str = "scrypt") -> str:
+    """A salted hash of ``password`` through Werkzeug: slow scrypt unless ``method`` (the database's, from
+    QUEUELOG_PASSWORD_HASH) says otherwise. The hash names its method, so hashes made under an earlier
+    setting still check."""
+    return generate_password_hash(password, method)
 
 
-def password_matches(password_hash: str | None, password: str, method: str | None = None) -> bool:
+def password_matches(password_hash: str | None, password: str, method: str = "scrypt") -> bool:
     """Whether ``password`` is the one ``password_hash`` was made from. With no hash (an unknown user) a
     hash of the same method is checked all the same and the answer is False: both failures take as long,
     so timing tells no one which usernames exist."""
@@ -53,7 +51,7 @@ def password_matches(password_hash: str | None, password: str, method: str | Non
 
 
 @cache
-def _dummy_hash(method: str | None) -> str:
+def _dummy_hash(method: str) -> str:
     """Made at the first use rather than at import: a scrypt hash costs start-up a tenth of a second."""
     return hash_password("not a password", method)
 

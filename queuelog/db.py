@@ -50,9 +50,17 @@ class Database:
     """Owns the engine of one app and hands out connections in explicit transactions."""
 
     def __init__(
-        self, url: str, *, pool_size: int = 10, max_overflow: int = 20, busy_timeout_ms: int = 30000
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        max_overflow: int = 20,
+        busy_timeout_ms: int = 30000,
+        password_hash: str = "scrypt",
     ):
         self.url = make_url(url)
+        # How queuelog.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
+        self.password_hash = password_hash
         self.dialect = self.url.get_backend_name()
         if self.dialect == "sqlite":
             try:

@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from queuelog.config import load_config, parse_duration
+from queuelog.config import SettingError, load_settings, warn_unknown_variables
 from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
 from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
@@ -34,8 +34,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         template_folder=str(TEMPLATES),
         static_folder=str(STATIC),
     )
-    config = load_config(app.instance_path, (test_config or {}).get("QUEUELOG"))
-    app.config["QUEUELOG"] = config
+    try:
+        config = load_settings(app.instance_path, (test_config or {}).get("QUEUELOG"))
+    except SettingError as exc:
+        raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1 (docs/configuration.md)
+    warn_unknown_variables(app.logger.warning)
+    app.config["QUEUELOG"] = config  # a frozen Settings; read it as config.lease_seconds in new code
     app.config.update(
         SECRET_KEY=config["SECRET_KEY"],
         MAX_CONTENT_LENGTH=config["MAX_REQUEST_BYTES"],
@@ -67,6 +71,7 @@ def register_extensions(app: Flask) -> None:
             pool_size=config["DB_POOL_SIZE"],
             max_overflow=config["DB_MAX_OVERFLOW"],
             busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
+            password_hash=config["PASSWORD_HASH"],
         )
     except DatabaseUnusable as exc:
         raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1
@@ -86,7 +91,7 @@ def register_extensions(app: Flask) -> None:
         "queue": queue,
         "schedules": Schedules(queue),
         # Users, keys and the audit log; the API's key check of every request goes through this one.
-        "admin": AdminStore(db, password_method=config.get("PASSWORD_HASH"), engine=queue.engine),
+        "admin": AdminStore(db, engine=queue.engine),
         "login_limiter": LoginLimiter(db),
         "schema": SchemaWatch(db),
     }
@@ -114,11 +119,10 @@ def register_extensions(app: Flask) -> None:
     if (config["RETENTION"] or config["SCHEDULE_TICK"] > 0) and not app.testing and _serving():
         from queuelog.maintenance import start_maintenance
 
-        retention = parse_duration(config["RETENTION"]) if config["RETENTION"] else None
         start_maintenance(
             app,
             queue,
-            retention,
+            config.retention,
             config["PRUNE_INTERVAL"],
             schedules=app.extensions["queuelog"]["schedules"] if config["SCHEDULE_TICK"] > 0 else None,
             tick=config["SCHEDULE_TICK"],

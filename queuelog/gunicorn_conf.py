@@ -5,17 +5,35 @@ them from here). README, "Running in production".
 Each value can be overridden on the command line or through the environment variables named below.
 """
 
+import logging
 import multiprocessing
 import os
 import shutil
 import tempfile
 
+from queuelog.config import Integer, check_environment
+
+# The master checks the app's settings before it forks a worker: a bad value stops it with one line
+# (a worker that exits is only started again), and an unknown QUEUELOG_* name is warned about once (the
+# workers inherit that it was). docs/configuration.md, "Settings".
+check_environment(logging.getLogger("queuelog.config").warning)
+
+
+def _count(variable: str, default: int) -> int:
+    """One of gunicorn's counts from the environment: a whole number of at least 1, or start-up stops."""
+    raw = os.environ.get(variable) or str(default)
+    try:
+        return Integer(1)(raw)
+    except ValueError:
+        raise SystemExit(f"queuelog: {variable}={raw!r} is not valid: {Integer(1).accepts}") from None
+
+
 bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # gthread: each worker process serves several requests at once, so a long poll (up to 20 s) waits in one
 # thread while the others keep answering, and keep-alive connections are kept (the sync worker closes them).
 worker_class = "gthread"
-workers = int(os.environ.get("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count())))
-threads = int(os.environ.get("QUEUELOG_THREADS", "8"))  # keep QUEUELOG_DB_POOL_SIZE >= threads
+workers = _count("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count()))
+threads = _count("QUEUELOG_THREADS", 8)  # keep QUEUELOG_DB_POOL_SIZE >= threads
 timeout = 60  # above the longest long poll (20 s)
 graceful_timeout = 30
 keepalive = 15

@@ -2,7 +2,10 @@
 
 The ``backend`` fixture runs every test that uses ``app`` on SQLite, and again on PostgreSQL when
 ``QUEUELOG_TEST_POSTGRES_URL`` is set (``.ci/run`` sets it). Each PostgreSQL test session works in a schema
-of its own, dropped at the end, and every test starts from empty tables.
+of its own, dropped at the end. Every test starts from a new SQLite file (a copy of a template, migrated and
+seeded once) or from emptied PostgreSQL tables, which its app seeds.
+
+The tests come in tiers (below, "tiers"): the bare ``pytest`` runs the fast one, ``pytest -m ""`` all.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from queuelog.queue.admin import AdminStore
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
 ADMIN_PASSWORD = "admin-password-for-tests"
+# One cheap hash instead of scrypt (~0.4 s each): nearly every test makes users. Set in the environment, so
+# that the servers, workers and commands the tests start in subprocesses hash cheaply too.
+os.environ["QUEUELOG_PASSWORD_HASH"] = "pbkdf2:sha256:1"
+TEST_SETTINGS = {"ADMIN_PASSWORD": ADMIN_PASSWORD, "SECRET_KEY": "test-secret-key"}  # and a DATABASE_URL
 TABLES = tuple(table.name for table in Base.metadata.sorted_tables)
 
 
@@ -72,10 +79,16 @@ def _pg_schema_url(base: str, schema: str) -> str:
 
 @pytest.fixture(scope="session")
 def sqlite_backend(tmp_path_factory) -> SQLiteBackend:
+    """Each test's database is a copy of one template, migrated and seeded once per session as the app
+    seeds a new database (the job types, the first admin): the app of each test then only reads them."""
     template = tmp_path_factory.mktemp("template") / "template.sqlite3"
     db = Database(f"sqlite:///{template}")
     db.upgrade()
     db.dispose()
+    seeded = create_app(
+        {"TESTING": True, "QUEUELOG": {**TEST_SETTINGS, "DATABASE_URL": f"sqlite:///{template}"}}
+    )
+    seeded.extensions["queuelog"]["db"].dispose()
     return SQLiteBackend(template)
 
 
@@ -87,13 +100,68 @@ _PG_NOT_RUN = pytest.StashKey[int]()
 
 
 def _engine(item) -> str | None:
+    """The engine a test runs on: its ``backend`` (tests of the app) or ``db`` (tests/engines) parameter."""
     callspec = getattr(item, "callspec", None)
-    return callspec.params.get("backend") if callspec else None
+    if callspec is None:
+        return None
+    return callspec.params.get("backend", callspec.params.get("db"))
 
 
+# -- tiers --------------------------------------------------------------------------------------------
+# Every test belongs to the fast tier unless a rule below puts it in a slower one; the bare ``pytest`` runs
+# the fast tier (pyproject.toml's addopts: -m "not slow and not browser and not system"), ``pytest -m ""``
+# runs all, as .ci/run does. Naming files or tests on the command line runs them whatever their tier.
+TESTS = Path(__file__).resolve().parent
+# Folders and files of a tier, relative to tests/.
+BROWSER_PATHS = ("e2e",)
+SYSTEM_PATHS = ("test_install.py", "test_readme.py", "test_readme_sections.py", "test_help.py")
+SLOW_PATHS = (
+    "client",
+    "worker",
+    "test_concurrency.py",
+    "test_scale_out.py",
+    "test_maintenance_processes.py",
+    "test_flow_control_servers.py",
+    "test_bench.py",
+    "api/test_long_poll.py",
+)
+# Fixtures that start servers or processes: a test that uses one is slow wherever it is.
+SLOW_FIXTURES = {"live_server", "server", "served", "workers", "fake_worker"}
+DEFAULT_TIERS = "not slow and not browser and not system"
+
+
+def _under(item, paths: tuple[str, ...]) -> bool:
+    return any(item.path.is_relative_to(TESTS / path) for path in paths)
+
+
+def _tier(item) -> None:
+    if _under(item, BROWSER_PATHS):
+        item.add_marker(pytest.mark.browser)
+    if _under(item, SYSTEM_PATHS):
+        item.add_marker(pytest.mark.system)
+    if _under(item, SLOW_PATHS) or SLOW_FIXTURES.intersection(item.fixturenames):
+        item.add_marker(pytest.mark.slow)
+    if _engine(item) == "postgresql":
+        item.add_marker(pytest.mark.postgres)
+
+
+def pytest_configure(config):
+    """Tests named on the command line run whatever their tier: the tier filter of addopts is lifted when
+    the command names files or tests and sets no -m of its own."""
+    args = config.invocation_params.args
+    named = [a for a in args if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+    if named and not any(a == "-m" or a.startswith("-m") for a in args):
+        if config.option.markexpr == DEFAULT_TIERS:
+            config.option.markexpr = ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """Without QUEUELOG_TEST_POSTGRES_URL the PostgreSQL half of the suite is deselected, and one line of
-    the summary says so (pytest_terminal_summary), instead of a skip line for each test."""
+    """Each test gets the markers of its tier (_tier). Without QUEUELOG_TEST_POSTGRES_URL the PostgreSQL
+    half of the suite is deselected, and one line of the summary says so (pytest_terminal_summary), instead
+    of a skip line for each test."""
+    for item in items:
+        _tier(item)
     if PG_URL:
         return
     postgres = [item for item in items if _engine(item) == "postgresql"]
@@ -101,6 +169,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if _engine(item) != "postgresql"]
         config.hook.pytest_deselected(items=postgres)
         config.stash[_PG_NOT_RUN] = len(postgres)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller (below)
+            config.workeroutput["postgres_not_run"] = len(postgres)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller collects nothing itself: its summary takes the count from the workers."""
+    count = getattr(node, "workeroutput", {}).get("postgres_not_run", 0)
+    node.config.stash[_PG_NOT_RUN] = max(node.config.stash.get(_PG_NOT_RUN, 0), count)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -110,6 +187,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"NOT RUN: {count} PostgreSQL test{'s' if count != 1 else ''} (deselected): {PG_HOWTO}",
             yellow=True,
             bold=True,
+        )
+    if config.option.markexpr == DEFAULT_TIERS:
+        terminalreporter.write_line(
+            "This was the fast tier: pytest -m '' runs every test (the slow, browser and system tiers too).",
+            yellow=True,
         )
 
 
@@ -152,12 +234,7 @@ def database_url(backend, tmp_path) -> str:
 
 @pytest.fixture
 def app(database_url, app_settings, tmp_path):
-    settings = {
-        "DATABASE_URL": database_url,
-        "ADMIN_PASSWORD": ADMIN_PASSWORD,
-        "SECRET_KEY": "test-secret-key",
-        **app_settings,
-    }
+    settings = {**TEST_SETTINGS, "DATABASE_URL": database_url, **app_settings}
     app = create_app({"TESTING": True, "QUEUELOG": settings})
     yield app
     app.extensions["queuelog"]["db"].dispose()

@@ -22,7 +22,7 @@ def run_bench(*args: str) -> list[dict]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # the pages scenario on PostgreSQL: ~75 s alone, minutes beside the rest of the suite
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
@@ -61,6 +61,25 @@ def test_flow_scenario_runs_the_layer_with_and_without_limits():
     for row in rows:
         assert row["unlimited_per_s"] > 0 and row["limited_per_s"] > 0
         assert row["ratio"] == pytest.approx(row["limited_per_s"] / row["unlimited_per_s"])
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_blocked_scenario_prints_the_claim_without_and_with_the_blocked_jobs(engine):
+    """docs/flow-control.md, "What it costs": both figures of one run side by side, with their ratio."""
+    if engine == "postgresql" and not PG_URL:
+        pytest.skip("needs QUEUELOG_TEST_POSTGRES_URL")
+    where = ["--no-sqlite", "--postgres-url", PG_URL] if engine == "postgresql" else []
+    rows = run_bench("blocked", "--blocked", "2000", "--claims", "20", *where)
+    assert [row["operation"] for row in rows] == [
+        "claim, concurrency limit 1 taken",
+        "other producer's enqueue, concurrency limit 1 taken",
+        "claim, rate limit, no tokens",
+        "other producer's enqueue, rate limit, no tokens",
+    ]
+    for row in rows:
+        assert row["blocked"] == 2000 and row["none_p50_ms"] > 0 and row["blocked_p50_ms"] > 0
+        assert row["ratio"] == pytest.approx(row["blocked_p50_ms"] / row["none_p50_ms"])
+    assert all(row["none_cpu_p50_ms"] > 0 for row in rows if row["operation"].startswith("claim"))
 
 
 def test_http_scenario():

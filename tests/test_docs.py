@@ -12,45 +12,43 @@ from pathlib import Path
 import pytest
 
 from queuelog.client import Client
-from queuelog.config import DEFAULTS
+from queuelog.config import OTHER_VARIABLES, SPECS
 from queuelog.job import Event, Job
 from queuelog.queue import console, limits, monitor, running
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
-# Read by name outside DEFAULTS: the instance folder (queuelog/paths.py), gunicorn's settings, the worker
-# client, the tests; and one an example makes up for itself (docs/client.md passes the key to Python).
-OTHER_SETTINGS = {
-    "QUEUELOG_INSTANCE_PATH", "QUEUELOG_BIND", "QUEUELOG_THREADS", "QUEUELOG_ACCESS_LOG", "QUEUELOG_URL",
-    "QUEUELOG_WORKER_KEY", "QUEUELOG_TEST_POSTGRES_URL", "QUEUELOG_REQUIRE_BROWSER", "QUEUELOG_SCREENSHOT_DIR",
-}  # fmt: skip
-EXAMPLE_VARIABLES = {"QUEUELOG_KEY"}
+# Read by name outside the settings (queuelog/config.py's OTHER_VARIABLES): the instance folder, gunicorn's
+# settings, the worker client, the tests; but one an example makes up for itself (docs/client.md passes the
+# key to Python), and the misspelt name docs/configuration.md shows the warning about.
+EXAMPLE_VARIABLES = {"QUEUELOG_KEY", "QUEUELOG_LEASE_SECOND"}
+OTHER_SETTINGS = OTHER_VARIABLES - EXAMPLE_VARIABLES
 
 
-def settings_table() -> dict[str, str]:
-    """name -> default cell of the table under "## Settings" in docs/configuration.md."""
+def settings_table(column: int = 1) -> dict[str, str]:
+    """name -> default cell (or the ``column``-th cell: 2 is what it accepts) of the table under
+    "## Settings" in docs/configuration.md."""
     text = (DOCS / "configuration.md").read_text()
     section = text[text.index("\n## Settings\n") :]
     section = section[: section.index("\n## ", 5)]
     table: dict[str, str] = {}
-    for row in re.findall(r"^\| (`QUEUELOG_.*?) \| (.*?) \|", section, re.M):
-        names = re.findall(r"`(QUEUELOG_[A-Z_]+)`", row[0])
-        defaults = row[1].split(", ") if len(names) > 1 else [row[1]]
-        assert len(defaults) == len(names), row
-        table.update(zip(names, defaults, strict=True))
+    for row in re.findall(r"^\| (`QUEUELOG_.*) \|$", section, re.M):
+        cells = row.split(" | ")
+        [name] = re.findall(r"`(QUEUELOG_[A-Z_]+)`", cells[0])
+        table[name] = cells[column]
     return table
 
 
 def test_the_settings_table_lists_every_setting_of_config_py_and_no_other():
     documented = set(settings_table())
-    assert documented - {"QUEUELOG_INSTANCE_PATH"} == {f"QUEUELOG_{name}" for name in DEFAULTS}
+    assert documented - {"QUEUELOG_INSTANCE_PATH"} == {spec.variable for spec in SPECS.values()}
 
 
-@pytest.mark.parametrize("name", sorted(DEFAULTS))
+@pytest.mark.parametrize("name", sorted(SPECS))
 def test_each_documented_default_is_the_code_s(name):
     cell = settings_table()[f"QUEUELOG_{name}"].strip("`")
-    default = DEFAULTS[name][0]
+    default = SPECS[name].default
     if default is None:  # a default the code computes: the table says in words what it is
         assert not re.fullmatch(r"[\d.,]+", cell), (name, cell)
     elif isinstance(default, bool):
@@ -61,15 +59,21 @@ def test_each_documented_default_is_the_code_s(name):
         assert cell == default, (name, cell, default)
 
 
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_the_table_says_what_each_setting_accepts_in_the_code_s_words(name):
+    """The words of the table are those of the one-line error at start-up (queuelog/config.py)."""
+    assert settings_table(column=2)[f"QUEUELOG_{name}"] == SPECS[name].accepts
+
+
 def test_every_setting_the_docs_name_exists_and_every_one_the_code_reads_is_documented():
     named = {m for page in PAGES for m in re.findall(r"QUEUELOG_[A-Z_]+[A-Z]", page.read_text())}
-    known = {f"QUEUELOG_{name}" for name in DEFAULTS} | OTHER_SETTINGS
+    known = {spec.variable for spec in SPECS.values()} | OTHER_SETTINGS
     assert named - known - EXAMPLE_VARIABLES == set(), "the docs name settings the code does not read"
     sources = [*ROOT.glob("queuelog/**/*.py"), ROOT / "gunicorn.conf.py", *ROOT.glob("tests/**/*.py")]
     sources.remove(Path(__file__))
     read = {m for path in sources for m in re.findall(r"[\"'](QUEUELOG_[A-Z_]+)[\"']", path.read_text())}
     configuration = (DOCS / "configuration.md").read_text()
-    assert {name for name in read | known if f"`{name}`" not in configuration} == set()
+    assert {name for name in (read | known) - EXAMPLE_VARIABLES if f"`{name}`" not in configuration} == set()
 
 
 # (page, pattern with one number, the constant that owns it): the pattern must occur, and only with it.
@@ -86,9 +90,9 @@ QUOTED_NUMBERS = [
     ("console.md", r"batches of ([\d,]+)", console.BATCH),
     ("pages.md", r"batches of ([\d,]+)", console.BATCH),
     ("console.md", r"counted up to ([\d,]+)", console.COUNT_CAP),
-    ("console.md", r"\(([\d,]+) by default\) per page", DEFAULTS["SEARCH_SCAN"][0]),
-    ("pages.md", r"newest ([\d,]+) jobs that match those", DEFAULTS["SEARCH_SCAN"][0]),
-    ("console.md", r"`QUEUELOG_BULK_STEP_SECONDS` \(([\d.]+) s\)", DEFAULTS["BULK_STEP_SECONDS"][0]),
+    ("console.md", r"\(([\d,]+) by default\) per page", SPECS["SEARCH_SCAN"].default),
+    ("pages.md", r"newest ([\d,]+) jobs that match those", SPECS["SEARCH_SCAN"].default),
+    ("console.md", r"`QUEUELOG_BULK_STEP_SECONDS` \(([\d.]+) s\)", SPECS["BULK_STEP_SECONDS"].default),
     ("running-jobs.md", r"`delay_seconds` from now \(1 to ([\d,]+)", running.MAX_SNOOZE_SECONDS),
     ("flow-control.md", r"\| `concurrency_limit` \| 1 to ([\d,]+)", limits.MAX_CONCURRENCY),
     ("flow-control.md", r"\| `rate_limit` \| 1 to ([\d,]+)", limits.MAX_RATE),

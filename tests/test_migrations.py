@@ -18,6 +18,8 @@ from queuelog.engines import NewJob, engine_for
 from queuelog.models import Base, utcnow
 from tests.conftest import PG_URL, _pg_schema_url
 
+CLAIM_INDEXES = ("ix_jobs_claim", "ix_jobs_claim_by_type")  # in claim order, over pending jobs
+
 
 def test_upgrade_from_empty_to_head_on_sqlite(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
@@ -37,22 +39,30 @@ def test_models_match_the_migrated_schema(app, backend):
         warnings.filterwarnings("ignore", message=".*expression-based index.*")
         opts = {"compare_type": True}
         if backend.name == "sqlite":
-            # ...and reflects it as a plain column index, so it is checked by the test below instead.
-            opts["include_object"] = lambda obj, name, kind, reflected, other: name != "ix_jobs_claim"
+            # ...and reflects them as plain column indexes, so they are checked by the test below instead.
+            opts["include_object"] = lambda obj, name, kind, reflected, other: name not in CLAIM_INDEXES
         diff = compare_metadata(MigrationContext.configure(conn, opts=opts), Base.metadata)
     assert diff == []
 
 
-def test_claim_index_is_partial_and_in_claim_order(app, backend):
+@pytest.mark.parametrize("name", CLAIM_INDEXES)
+def test_claim_indexes_are_partial_and_in_claim_order(app, backend, name):
     db = app.extensions["queuelog"]["db"]
     with db.engine.connect() as conn:
         if backend.name == "sqlite":
-            sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'ix_jobs_claim'").scalar()
+            sql = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).scalar()
         else:
             sql = conn.exec_driver_sql(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_jobs_claim'"
+                "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)
             ).scalar()
-    assert "priority DESC" in sql and "available_at" in sql
+    columns = sql.split("(", 1)[1].split(")")[0]
+    assert (
+        columns.replace('"', "").replace(" ", "")
+        == {
+            "ix_jobs_claim": "priorityDESC,available_at,id",
+            "ix_jobs_claim_by_type": "type,priorityDESC,available_at,id",
+        }[name]
+    )
     assert "status" in sql.split("WHERE")[1] and "pending" in sql
 
 

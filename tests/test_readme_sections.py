@@ -58,3 +58,14 @@ def test_every_sh_block_of_the_readme_is_run():
     assert "flask --app app run" in quick_start and ".venv/bin/pytest" in quick_start
     assert blocks == [quick_start, *walkthrough_blocks()]
     assert HEADING in README.read_text()
+
+
+def test_ci_runs_the_readmes_test_command():
+    """Step 2's test command is the one .ci/run runs (with its figures of the slowest tests appended), and
+    it runs every tier: nothing that CI runs is missing from what the README tells a newcomer to run."""
+    quick_start = example_block("## Quick start")
+    command = re.search(r"&& (\.venv/bin/pytest[^\n]*)", quick_start).group(1).strip()
+    assert '-m ""' in command
+    ci = (README.parent / ".ci" / "run").read_text()
+    runs = [line.strip() for line in ci.splitlines() if line.strip().startswith(".venv/bin/pytest")]
+    assert runs == [f"{command} --durations=15"]

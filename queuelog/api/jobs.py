@@ -127,7 +127,7 @@ def list_jobs():
         **{name: query[name] for name in fields if query[name] is not None},
     )
     config = current_app.config["QUEUELOG"]
-    page = Console(queue(), scan=max(1, config["SEARCH_SCAN"])).search(
+    page = Console(queue(), scan=config["SEARCH_SCAN"]).search(
         search, before_id=query["cursor"], limit=query["limit"]
     )
     next_cursor = encode_cursor(page.next_before) if page.next_before is not None else None

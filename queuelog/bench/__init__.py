@@ -47,6 +47,17 @@ def _table(rows: list[dict[str, Any]]) -> str:
             )
         elif row["scenario"] == "pages":
             lines.append(f"{head} p50 {row['p50_ms']:.1f} ms  slowest {row['max_ms']:.1f} ms")
+        elif row["scenario"] == "blocked":
+            lines.append(
+                f"{head} p50 none {row['none_p50_ms']:.3f} ms  with {row['blocked']:,} blocked"
+                f" {row['blocked_p50_ms']:.3f} ms  ratio {row['ratio']:.2f}x"
+                f"  (p99 {row['none_p99_ms']:.3f} / {row['blocked_p99_ms']:.3f} ms"
+                + (
+                    f"; CPU p50 {row['none_cpu_p50_ms']:.3f} / {row['blocked_cpu_p50_ms']:.3f} ms)"
+                    if "none_cpu_p50_ms" in row
+                    else ")"
+                )
+            )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
@@ -66,13 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "flow", "price", "backlog", "http", "pages", "all"],
+        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "all"],
         help="what to measure; all runs every scenario",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
         "--backlog", type=int, default=1_000_000, help="jobs in the big backlog (default 1,000,000)"
     )
+    parser.add_argument(
+        "--blocked",
+        type=int,
+        default=100_000,
+        help="blocked: jobs of the held-back type pending ahead of the others (default 100,000)",
+    )
+    parser.add_argument("--claims", type=int, default=300, help="blocked: claims timed per run (default 300)")
     parser.add_argument(
         "--pages-jobs", type=int, default=1_000_000, help="jobs in the table for pages (default 1,000,000)"
     )
@@ -118,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
                     from queuelog.bench.flow import scenario_flow
 
                     rows += scenario_flow(target, args.jobs, args.batch)
+                if args.scenario in ("blocked", "all"):
+                    from queuelog.bench.blocked import scenario_blocked
+
+                    rows += scenario_blocked(target, args.claims, args.blocked)
                 if args.scenario in ("price", "all"):
                     from queuelog.bench.price import scenario_price
 

@@ -148,13 +148,13 @@ def raw_loop(
         }
         begin()
         if logs_itself:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
-            cur.execute(sql.CLAIM[False], params)
+            cur.execute(sql.CLAIM_IN_ORDER[False], params)  # as the engine while no type has a limit
             rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
         else:  # as the engine does: expired leases are settled only when the probe finds one
             if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
                 cur.execute(sql.EXPIRE, params)
                 cur.fetchall()
-            cur.execute(sql.CLAIM[False][False], params)  # no type has a limit here
+            cur.execute(sql.CLAIM_IN_ORDER[False], params)  # no type has a limit here
             rows = cur.fetchall()
         finish([row[0] for row in rows], now, "claimed", 1)
         if not rows and not logs_itself:

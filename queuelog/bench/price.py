@@ -62,12 +62,10 @@ class RowHistory:
         )
         claimed = appended.format(event="claimed", actor=":worker", attempt="retry_count + 1")
         completed = appended.format(event="completed", actor=":worker", attempt="retry_count + 1")
-        self.CLAIM = {
-            False: {
-                False: _add(
-                    sql.CLAIM[False][False], "updated_at = :now WHERE", f"updated_at = :now, {claimed} WHERE"
-                )
-            }
+        self.CLAIM_IN_ORDER = {
+            False: _add(
+                sql.CLAIM_IN_ORDER[False], "updated_at = :now WHERE", f"updated_at = :now, {claimed} WHERE"
+            )
         }
         self.COMPLETE = _add(
             sql.COMPLETE, "lease_expires_at = NULL WHERE", f"lease_expires_at = NULL, {completed} WHERE"

@@ -23,9 +23,11 @@ from queuelog.engines import postgres_sql
 from queuelog.engines.base import JobRecord, claim_order
 from queuelog.engines.job_types import OrmJobTypes
 from queuelog.engines.postgres_sql import (
+    ANY_HELD,
     BY_KEY,
     CANCEL,
     CLAIM,
+    CLAIM_IN_ORDER,
     COMPLETE,
     COMPLETE_MANY,
     EXPIRE,
@@ -99,8 +101,13 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
     name = "postgresql"
     sql = postgres_sql  # statements and decoders, for the shared reads (reads.py)
 
+    # How long a claim trusts the last look at whether any type has a limit or is paused (seconds).
+    held_check_seconds = 2.0
+
     def __init__(self, db: Database):
         self.db = db
+        self._held_checked_until = 0.0
+        self._any_held = True
         if not event.contains(db.engine, "connect", _utc_session):
             event.listen(db.engine, "connect", _utc_session)
 
@@ -171,10 +178,10 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         }
         if types:
             params["types"] = list(types)
-        statement = CLAIM[bool(types)]
         lock = LOCK_LIMITED[bool(types)]
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
+            statement = self._claim_statement(cur, bool(types))
             # The claim's transaction. Its first statement settles, at the same time as the claim, the
             # expired leases of jobs whose cancellation was requested (these end cancelled, not retried)
             # and locks the limited types' rows; then the claim, whose snapshot is taken under the lock
@@ -193,6 +200,17 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
                     tagged = _claim_under_lock(conn, cur, lock, statement, params)
                 rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
+
+    def _claim_statement(self, cur: Any, typed: bool) -> str:
+        """The claim statement that carries both ways (postgres_sql.py), or, while no type has a limit or is
+        paused, the one in order alone, which costs the server less planning. Whether any has is looked
+        at every ``held_check_seconds``: both statements claim right whatever the types are, so a look a
+        moment old costs time at most, never a wrong claim."""
+        moment = time.monotonic()
+        if moment >= self._held_checked_until:
+            self._any_held = bool(cur.execute(ANY_HELD).fetchone()[0])
+            self._held_checked_until = moment + self.held_check_seconds
+        return (CLAIM if self._any_held else CLAIM_IN_ORDER)[typed]
 
     def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
         params: dict[str, Any] = {"now": now, "limit": 1}

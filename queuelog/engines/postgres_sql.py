@@ -68,22 +68,77 @@ LOCK_LIMITED = {
     for typed in (False, True)
 }
 # Paused types and types without room are passed over.
-_PICKED = {
-    typed: "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s"
-    + (" AND type = ANY(%(types)s)" if typed else "")
-    + " AND type NOT IN (SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1)"
-    " ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
-    for typed in (False, True)
+_HELD = "held AS MATERIALIZED (SELECT name FROM job_types WHERE paused UNION ALL SELECT name FROM room WHERE room < 1)"
+# The claim, in claim order, two ways in one statement, its snapshot's data deciding which.
+#
+# In order: down ix_jobs_claim, passing over the jobs of held types. Its cost is one seek while no
+# pending job is of a held type; otherwise it would read every such job that comes first in claim order.
+_IN_ORDER = (
+    "SELECT {columns} FROM jobs WHERE status = 'pending' AND available_at <= %(now)s{typed}"
+    " AND type NOT IN (SELECT name FROM held) ORDER BY priority DESC, available_at, id LIMIT %(limit)s"
+)
+# Whether a pending job is of a held type: then the claim goes by type.
+# (LATERAL ... LIMIT 1: one seek per held type, never a hash of every pending job.)
+_WAITING = (
+    "waiting AS (SELECT EXISTS (SELECT 1 FROM held AS h CROSS JOIN LATERAL (SELECT 1 FROM jobs"
+    " WHERE status = 'pending' AND type = h.name LIMIT 1) AS j) AS yes)"
+)
+# By type: the claim order of each type's pending jobs (ix_jobs_claim_by_type), merged. The types taken
+# are a worker's list, or every type with a pending job, found by skipping through the index one type at
+# a time; a held type is passed over without reading its jobs, so that a claim costs a seek or two per
+# type however many jobs wait. The first :limit jobs of the merged runs are worked out unlocked; each
+# type's share of them (at most its room) is then locked in that type's run (SKIP LOCKED: a job another
+# claim holds gives way to the type's next), so that a claim locks only the jobs it takes.
+_KINDS = {
+    False: "kinds(name) AS (SELECT min(type) FROM jobs WHERE status = 'pending' UNION ALL SELECT (SELECT min(type)"
+    " FROM jobs WHERE status = 'pending' AND type > kinds.name) FROM kinds WHERE kinds.name IS NOT NULL)",
+    True: "kinds(name) AS (SELECT DISTINCT unnest(%(types)s::text[]))",
 }
-PICK = {typed: f"WITH {_ROOM} {pick.format(columns='id')}" for typed, pick in _PICKED.items()}
+_RUN = (
+    "SELECT id, type, priority, available_at FROM jobs WHERE type = {kind} AND status = 'pending'"
+    " AND available_at <= %(now)s ORDER BY priority DESC, available_at, id LIMIT {limit}"
+)
+_FIRST = (
+    "SELECT j.id, j.type, j.priority, j.available_at FROM kinds CROSS JOIN LATERAL ("
+    + _RUN.format(kind="kinds.name", limit="%(limit)s")
+    + ") AS j WHERE kinds.name NOT IN (SELECT name FROM held) ORDER BY j.priority DESC, j.available_at, j.id"
+    " LIMIT %(limit)s"
+)
 # A batch takes at most a type's room of its jobs, in claim order, so it may bring fewer jobs than asked.
-# The pick brings what the numbering needs, so that the picked rows are not looked up again by id.
-_PICKED_COLUMNS = "id, type, priority, available_at"
-_WITHIN_ROOM = (
-    "SELECT c.id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
-    " AS n FROM picked) AS c LEFT JOIN room ON room.name = c.type"
+_NUMBERED = (
+    "SELECT c.id, c.type FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC,"
+    " available_at, id) AS n FROM {picked}) AS c LEFT JOIN room ON room.name = c.type"
     " WHERE room.room IS NULL OR c.n <= room.room"
 )
+_BY_TYPE = (
+    f"first AS ({_FIRST}), share AS (SELECT type, count(*) AS n FROM ({_NUMBERED.format(picked='first')}) AS w"
+    " GROUP BY type), by_type AS (SELECT j.* FROM share CROSS JOIN LATERAL ("
+    + _RUN.format(kind="share.type", limit="share.n")
+    + " FOR UPDATE SKIP LOCKED) AS j)"
+)
+_PICKED_COLUMNS = "id, type, priority, available_at"
+# picked: the jobs locked for the claim. Typed claims always go by type (a worker's list would otherwise
+# have the claim read past every job of the other types).
+_PICKED = {
+    False: f"{_HELD}, {_KINDS[False]}, {_WAITING}, {_BY_TYPE},"
+    f" in_order AS ({_IN_ORDER.format(columns=_PICKED_COLUMNS, typed='')} FOR UPDATE SKIP LOCKED),"
+    " picked AS (SELECT * FROM in_order WHERE NOT (SELECT yes FROM waiting)"
+    " UNION ALL SELECT * FROM by_type WHERE (SELECT yes FROM waiting))",
+    True: f"{_HELD}, {_KINDS[True]}, {_BY_TYPE}, picked AS (SELECT * FROM by_type)",
+}
+# In order only, as before flow control: while no type has a limit or is paused (the engine checks every
+# few seconds: ANY_HELD), nothing can wait, and this statement costs the server less planning than the
+# one that carries both ways. Were a type held back meanwhile, this one would still claim right.
+_PICKED_IN_ORDER = {
+    typed: f"{_HELD}, picked AS ("
+    + _IN_ORDER.format(columns=_PICKED_COLUMNS, typed=" AND type = ANY(%(types)s)" if typed else "")
+    + " FOR UPDATE SKIP LOCKED)"
+    for typed in (False, True)
+}
+ANY_HELD = f"SELECT EXISTS (SELECT 1 FROM job_types WHERE paused OR {_LIMITED})"
+# Whether anything is claimable now (the long poll's check; a read): by type.
+PICK = {typed: f"WITH RECURSIVE {_ROOM}, {_HELD}, {kinds} {_FIRST}" for typed, kinds in _KINDS.items()}
+_WITHIN_ROOM = _NUMBERED.format(picked="picked")
 # The rate-limited types among the jobs taken spend one token per job from their refilled bucket. The
 # bucket's time never goes back: a server whose clock is behind refilled nothing, and the next claim on
 # time must not refill the interval again (docs/flow-control.md, "Clocks").
@@ -112,9 +167,8 @@ EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FRO
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
-CLAIM = {
-    typed: f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM},"
-    f" picked AS ({pick.format(columns=_PICKED_COLUMNS)} FOR UPDATE SKIP LOCKED),"
+_CLAIM = (
+    f"WITH RECURSIVE x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {{picked}},"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
@@ -122,8 +176,9 @@ CLAIM = {
     f" spent AS ({_SPEND}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
     f" SELECT 'claimed', {JOB_COLUMNS} FROM claimed UNION ALL SELECT 'expired', {JOB_COLUMNS} FROM x"
-    for typed, pick in _PICKED.items()
-}
+)
+CLAIM = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED.items()}
+CLAIM_IN_ORDER = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED_IN_ORDER.items()}
 LEASE_DUE = "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s LIMIT 1"
 HEARTBEAT = f"UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 _DONE = (

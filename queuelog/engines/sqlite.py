@@ -25,7 +25,8 @@ from queuelog.engines.sqlite_running import SQLiteRunning
 from queuelog.engines.sqlite_sql import (
     BY_KEY,
     CANCEL,
-    CLAIM,
+    CLAIM_BY_TYPE,
+    CLAIM_IN_ORDER,
     CLAIM_PROBE,
     COMPLETE,
     COMPLETE_MANY,
@@ -135,12 +136,15 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
         if types:
             params["types"] = json.dumps(list(types))
         with self.db.cursor(write=True) as cur:
-            due, limited = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
+            due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
             # First: a job settled here may be claimed at once.
             expired = self._expire(cur, now, backoff) if due else []
-            jobs = sorted(
-                map(decode_job, cur.execute(CLAIM[limited][bool(types)], params).fetchall()), key=claim_order
-            )
+            # Down the claim index while it has nothing to pass over; else type by type (sqlite_sql.py).
+            if types or waiting:
+                statement = CLAIM_BY_TYPE[bool(types)]
+            else:
+                statement = CLAIM_IN_ORDER[limited]
+            jobs = sorted(map(decode_job, cur.execute(statement, params).fetchall()), key=claim_order)
             if limited and jobs:
                 cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
             _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])

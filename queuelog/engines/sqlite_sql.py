@@ -41,30 +41,12 @@ TOKENS = f"min(rate_limit, coalesce(rate_tokens, rate_limit) + {_SINCE} * rate_l
 _RUNNING = "(SELECT count(*) FROM jobs r INDEXED BY ix_jobs_running_type WHERE r.status = 'running' AND r.type = t.name)"
 _UNLIMITED = "1000000000"
 _LIMITED = "concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL"
-_ROOM = (
-    "room AS MATERIALIZED (SELECT name, min("
-    f"coalesce(concurrency_limit - {_RUNNING}, {_UNLIMITED}), coalesce(CAST({TOKENS} AS INTEGER), {_UNLIMITED})"
-    f") AS room FROM job_types t WHERE {_LIMITED})"
-)
-# The claim, in claim order. Without statistics SQLite would take ix_jobs_status_id for `status =
-# 'pending'` and sort every pending row: naming the partial index keeps a claim's cost flat at any
-# backlog, and `+status` keeps the status index out of the outer condition (README, Performance). The
-# write lock is held (BEGIN IMMEDIATE), so the pick and the update see the same rows. Paused types and
-# types without room are passed over; a batch takes at most a type's room of its jobs (the window), so it
-# may bring fewer jobs than asked.
+_ROOM_OF = f"min(coalesce(concurrency_limit - {_RUNNING}, {_UNLIMITED}), coalesce(CAST({TOKENS} AS INTEGER), {_UNLIMITED}))"
+_ROOM = f"room AS MATERIALIZED (SELECT name, {_ROOM_OF} AS room FROM job_types t WHERE {_LIMITED})"
 # The types passed over: paused ones, and (while any type has a limit) those without room.
 _PAUSED = "SELECT name FROM job_types WHERE paused = 1"
 _HELD = {False: _PAUSED, True: f"{_PAUSED} UNION ALL SELECT name FROM room WHERE room < 1"}
-_PICKED = {
-    typed: "SELECT {columns} FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
-    + (" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
-    + " AND type NOT IN ({held})"
-    " ORDER BY priority DESC, available_at, id LIMIT :limit"
-    for typed in (False, True)
-}
-PICK = {
-    typed: f"WITH {_ROOM} {pick.format(columns='id', held=_HELD[True])}" for typed, pick in _PICKED.items()
-}
+# A batch takes at most a type's room of its jobs (the window), so it may bring fewer jobs than asked.
 _WITHIN_ROOM = (
     "SELECT id FROM (SELECT id, type, row_number() OVER (PARTITION BY type ORDER BY priority DESC, available_at, id)"
     " AS n FROM ({picked})) AS c WHERE n <= coalesce((SELECT room FROM room WHERE name = c.type), n)"
@@ -74,25 +56,65 @@ _CLAIM = (
     " lease_expires_at = :expires, updated_at = :now WHERE id IN ({picked}) AND +status = 'pending'"
     f" RETURNING {JOB_COLUMNS}"
 )
-# CLAIM[limited][typed]. While no type has a limit (the claim reads LIMITED under the write lock, so that
-# no limit can be set in between), the claim passes over paused types only, and costs what it did before
-# flow control.
-LIMITED = f"SELECT 1 FROM job_types WHERE {_LIMITED} LIMIT 1"
-CLAIM = {
-    True: {
-        typed: f"WITH {_ROOM} "
-        + _CLAIM.format(
-            picked=_WITHIN_ROOM.format(
-                picked=pick.format(columns="id, type, priority, available_at", held=_HELD[True])
-            )
-        )
-        for typed, pick in _PICKED.items()
-    },
-    False: {
-        typed: _CLAIM.format(picked=pick.format(columns="id", held=_HELD[False]))
-        for typed, pick in _PICKED.items()
-    },
+# The claim, in claim order, two ways; the write lock is held (BEGIN IMMEDIATE), so the pick and the
+# update see the same rows, and `+status` keeps the status index out of the outer condition (README,
+# Performance). Without statistics SQLite would take ix_jobs_status_id for `status = 'pending'` and sort
+# every pending row: naming the partial indexes keeps a claim's cost flat at any backlog.
+#
+# In order: down ix_jobs_claim, passing over the jobs of paused types and of types without room. Its cost
+# is one seek while no pending job is of such a type, which the claim's probe (CLAIM_PROBE) checks first;
+# otherwise it would read every such job that comes first in claim order, row by row.
+_IN_ORDER = (
+    "SELECT {columns} FROM jobs INDEXED BY ix_jobs_claim WHERE status = 'pending' AND available_at <= :now"
+    " AND type NOT IN ({held}) ORDER BY priority DESC, available_at, id LIMIT :limit"
+)
+# By type: the claim order of each type's pending jobs (ix_jobs_claim_by_type), merged. The types taken
+# are a worker's list, or every type with a pending job, found by skipping through the index one type at
+# a time; a paused type or one without room is passed over without reading its jobs. SQLite merges the
+# types' runs in its sorter and stops reading each type's run once it can no longer make the first :limit
+# (tests/engines/test_sqlite_plans.py counts the work), so a claim costs a seek or two per type, however
+# many jobs wait.
+_KINDS = {
+    False: "kinds(name) AS (SELECT (SELECT type FROM jobs INDEXED BY ix_jobs_claim_by_type WHERE status = 'pending'"
+    " ORDER BY type LIMIT 1) UNION ALL SELECT (SELECT type FROM jobs INDEXED BY ix_jobs_claim_by_type"
+    " WHERE status = 'pending' AND type > kinds.name ORDER BY type LIMIT 1) FROM kinds WHERE name IS NOT NULL)",
+    True: "kinds(name) AS (SELECT DISTINCT value FROM json_each(:types))",
 }
+_BY_TYPE = (
+    "SELECT {columns} FROM kinds JOIN jobs AS j INDEXED BY ix_jobs_claim_by_type ON j.type = kinds.name"
+    f" WHERE j.status = 'pending' AND j.available_at <= :now AND kinds.name NOT IN ({_HELD[True]})"
+    " ORDER BY j.priority DESC, j.available_at, j.id LIMIT :limit"
+)
+CLAIM_BY_TYPE = {
+    typed: f"WITH RECURSIVE {_ROOM}, {kinds} "
+    + _CLAIM.format(
+        picked=_WITHIN_ROOM.format(picked=_BY_TYPE.format(columns="j.id, j.type, j.priority, j.available_at"))
+    )
+    for typed, kinds in _KINDS.items()
+}
+# CLAIM_IN_ORDER[limited]. While no type has a limit (the claim reads LIMITED under the write lock, so
+# that no limit can be set in between), the claim passes over paused types only, and costs what it did
+# before flow control.
+CLAIM_IN_ORDER = {
+    True: f"WITH {_ROOM} "
+    + _CLAIM.format(
+        picked=_WITHIN_ROOM.format(
+            picked=_IN_ORDER.format(columns="id, type, priority, available_at", held=_HELD[True])
+        )
+    ),
+    False: _CLAIM.format(picked=_IN_ORDER.format(columns="id", held=_HELD[False])),
+}
+# Whether anything is claimable now (the long poll's check; a read without the lock): by type.
+PICK = {
+    typed: f"WITH RECURSIVE {_ROOM}, {kinds} {_BY_TYPE.format(columns='j.id')}"
+    for typed, kinds in _KINDS.items()
+}
+LIMITED = f"SELECT 1 FROM job_types WHERE {_LIMITED} LIMIT 1"
+# A pending job of a paused type or of a type without room: the claim in order would read past it.
+WAITING = (
+    f"SELECT 1 FROM job_types t WHERE (paused = 1 OR (({_LIMITED}) AND {_ROOM_OF} < 1)) AND EXISTS (SELECT 1"
+    " FROM jobs INDEXED BY ix_jobs_claim_by_type WHERE status = 'pending' AND type = t.name)"
+)
 # After a claim, in its transaction: the rate-limited types among the jobs taken (a JSON array of their
 # types, one per job) spend one token per job from their refilled bucket.
 SPEND = (
@@ -111,8 +133,9 @@ EXPIRE = (
 )
 LEASE_DUE = "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' AND lease_expires_at < :now LIMIT 1"
 # What a claim needs to know before it picks, in one statement: whether any lease has run out (almost never:
-# then neither EXPIRE_CANCELLED nor EXPIRE runs), and whether any type has a limit (LIMITED).
-CLAIM_PROBE = f"SELECT EXISTS ({LEASE_DUE}), EXISTS ({LIMITED})"
+# then neither EXPIRE_CANCELLED nor EXPIRE runs), whether any type has a limit (LIMITED), and whether the
+# claim in order would have jobs to pass over (WAITING).
+CLAIM_PROBE = f"SELECT EXISTS ({LEASE_DUE}), EXISTS ({LIMITED}), EXISTS ({WAITING})"
 SET_AVAILABLE = "UPDATE jobs SET available_at = :available_at WHERE id = :id"
 COMPLETE = (
     "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"

@@ -95,6 +95,18 @@ class Job(Base):
             sqlite_where=text("status = 'pending'"),
             postgresql_where=text("status = 'pending'"),
         ),
+        # The same order within each type: a claim that must pass over some types (at their limit, out of
+        # rate tokens, paused, or not in a worker's list) seeks each other type's first jobs here instead of
+        # reading the passed-over jobs one by one (docs/flow-control.md).
+        Index(
+            "ix_jobs_claim_by_type",
+            "type",
+            text("priority DESC"),
+            "available_at",
+            "id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
         # Leases to expire: running rows only.
         Index(
             "ix_jobs_lease",

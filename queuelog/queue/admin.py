@@ -47,15 +47,12 @@ def audit_row(
 class AdminStore:
     """Users, API keys and the audit log of one app's database. Made once per app (``app.extensions``):
     the key check of every API request uses the same ``Database`` and engine, and reads the key's row each
-    time, so that a revoked key is refused on the very next request. ``password_method`` is Werkzeug's
-    hash method for new passwords (the ``PASSWORD_HASH`` setting; None: Werkzeug's default)."""
+    time, so that a revoked key is refused on the very next request. New passwords are hashed with the
+    database's method (``Database.password_hash``, from QUEUELOG_PASSWORD_HASH)."""
 
-    def __init__(
-        self, db: Database, *, password_method: str | None = None, engine: QueueEngine | None = None
-    ):
+    def __init__(self, db: Database, *, engine: QueueEngine | None = None):
         self.db = db
         self.engine = engine if engine is not None else engine_for(db)
-        self.password_method = password_method
 
     # -- the audit log --------------------------------------------------------------------------------
 
@@ -92,7 +89,7 @@ class AdminStore:
         """The active user ``username`` when ``password`` is theirs, else None (unknown, wrong password
         or deactivated: one answer, and as slow for an unknown name as for a known one)."""
         user = self.user_named(username)
-        ok = password_matches(None if user is None else user.password_hash, password, self.password_method)
+        ok = password_matches(None if user is None else user.password_hash, password, self.db.password_hash)
         return user if ok and user is not None and user.active else None
 
     def create_user(self, username: str, role: str, password: str, *, actor: str = "cli") -> User:
@@ -106,7 +103,7 @@ class AdminStore:
             )
         check_password(password)
         exists = AlreadyExists(Refusal.USER_EXISTS, f"user {username!r} already exists", name=username)
-        password_hash = hash_password(password, self.password_method)
+        password_hash = hash_password(password, self.db.password_hash)
         try:
             with self.db.session(write=True) as session, session.begin():
                 if session.scalar(select(User.id).where(User.username == username)) is not None:
@@ -153,7 +150,7 @@ class AdminStore:
         password_hash = None
         if password is not None:
             check_password(password)
-            password_hash = hash_password(password, self.password_method)
+            password_hash = hash_password(password, self.db.password_hash)
         with self.db.session(write=True) as session, session.begin():
             user = session.scalar(select(User).where(User.username == username))
             if user is None:

@@ -28,7 +28,7 @@ def console():
     from queuelog.queue.console import Console
 
     config = current_app.config["QUEUELOG"]
-    return Console(queue(), scan=max(1, config["SEARCH_SCAN"]), budget=config["BULK_STEP_SECONDS"])
+    return Console(queue(), scan=config["SEARCH_SCAN"], budget=config["BULK_STEP_SECONDS"])
 
 
 def db():

@@ -80,6 +80,7 @@ def within_described_rules(job: dict[str, Any]) -> bool:
 # -- every body the document accepts is accepted --------------------------------------------------
 
 
+@pytest.mark.slow  # many generated bodies
 @EXAMPLES
 @given(data=st.data())
 def test_valid_job_bodies_are_accepted(contract, data):
@@ -91,6 +92,7 @@ def test_valid_job_bodies_are_accepted(contract, data):
     contract.answers("/jobs", 201, response.get_json())
 
 
+@pytest.mark.slow  # many generated batches
 @EXAMPLES
 @given(data=st.data())
 def test_valid_batches_are_accepted(contract, data):

@@ -64,7 +64,7 @@ def test_error_text_is_for_admins_only(producer, made):
 
 def test_a_page_that_examined_its_whole_window_says_so(app, admin, producer):
     jobs = [producer.post("/jobs", json={"type": "email", "payload": {"n": i}}).json["id"] for i in range(5)]
-    app.config["QUEUELOG"]["SEARCH_SCAN"] = 2
+    app.config["QUEUELOG"] = app.config["QUEUELOG"].replace(SEARCH_SCAN=2)
     answer = admin.get("/jobs?payload_path=n&payload_value=0").json
     assert answer["jobs"] == [] and answer["window_full"] is True
     seen = []

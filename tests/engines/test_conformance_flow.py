@@ -11,6 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from sqlalchemy import func, select
 
 from queuelog.models import Job
@@ -176,3 +177,90 @@ def test_the_period_after_a_quiet_spell_may_see_the_bucket_and_its_refill(db, en
     assert taken == [4, 1, 1, 1]  # 7 = 2 * 4 - 1 claims between NOW and NOW + 59 s
     taken = [len(claim(engine, at=later(s), limit=10, lease=3600).jobs) for s in range(60, 180, 15)]
     assert sum(taken) == 8  # then 4 a minute
+
+
+def hold(db, engine, how):
+    """Hold the type ``email`` back: its concurrency limit of 1 taken, its rate limit's bucket spent, or
+    paused. Answers the job holding the place (concurrency), or None."""
+    if how == "paused":
+        set_type(db, "email", paused=True)
+        return None
+    set_type(db, "email", **({"concurrency": 1} if how == "concurrency" else {"rate": 1, "period": 3600}))
+    engine.insert("alice", [new("email", priority=50)], NOW)
+    [job] = claim(engine, types=["email"], lease=3600).jobs
+    return job
+
+
+OTHERS = [("pdf", 0), ("pdf", 10), ("sms", 10), ("pdf", 0), ("pdf", 30), ("sms", 40), ("sms", -5)]
+
+
+@pytest.mark.parametrize("how", ["concurrency", "rate", "paused"])
+@pytest.mark.parametrize("types", [None, ["sms", "email", "pdf", "pdf"]])
+def test_other_types_are_claimed_in_order_past_a_held_types_backlog(db, engine, how, types):
+    """docs/flow-control.md, "How the claim enforces them": the jobs of a type that has no room wait in their
+    place, ahead of every other job in claim order, and the claim hands out the others in their order, each
+    once, as if the waiting jobs were not there; when the type has room again its jobs come first."""
+    holder = hold(db, engine, how)
+    waiting = [
+        job.id for job, _ in engine.insert("alice", [new("email", priority=20) for _ in range(300)], NOW)
+    ]
+    ids = [job.id for job, _ in engine.insert("alice", [new(t, priority=p) for t, p in OTHERS], NOW)]
+    order = [ids[i] for i in (5, 4, 1, 2, 0, 3, 6)]  # priority 40, 30, 10, 10, 0, 0, -5; then by id
+
+    def take(limit=1, at=NOW):
+        return [j.id for j in claim(engine, at=at, limit=limit, types=types, lease=7200).jobs]
+
+    assert take() + take() + take() == order[:3]
+    assert take(3) == order[3:6]
+    assert take(10) == order[6:]
+    assert take(10) == []
+    assert not engine.claimable(now=NOW, types=types)
+    assert len(engine.list_jobs(status="pending", limit=1000)) == 300  # waiting, not failed nor taken
+    engine.insert("alice", [new("pdf", priority=19)], NOW)
+    at = NOW
+    if how == "concurrency":
+        complete(engine, holder)
+    elif how == "rate":
+        at = later(3600)  # a token has grown back
+    else:
+        set_type(db, "email")
+    # Room again: the waiting jobs come first, in their order, as many as the room allows.
+    assert take(2, at) == (waiting[:2] if how == "paused" else waiting[:1])
+
+
+@pytest.mark.parametrize("types", [None, ["pdf", "email"], ["pdf"]])  # ["pdf"]: no lock on email's row
+def test_eight_workers_past_a_held_types_backlog_take_every_other_job_once(db, engine, types):
+    """The claim by type under a race: every claimable job is handed out once, none twice, none of the held
+    type's (on PostgreSQL each type's share is locked SKIP LOCKED, so claims give way to each other)."""
+    hold(db, engine, "concurrency")
+    engine.insert("alice", [new("email", priority=20) for _ in range(200)], NOW)
+    engine.insert("alice", [new("pdf", priority=n % 5, payload={"n": n}) for n in range(80)], NOW)
+    start = threading.Barrier(8)
+
+    def work(index):
+        start.wait()
+        mine = []
+        while jobs := claim(engine, f"w{index}", limit=1 + index % 3, types=types).jobs:
+            mine += jobs
+        return mine
+
+    with ThreadPoolExecutor(8) as pool:
+        claimed = [job for mine in pool.map(work, range(8)) for job in mine]
+    assert {j.type for j in claimed} == {"pdf"}
+    assert len(claimed) == len({j.id for j in claimed}) == 80
+
+
+def test_a_limit_set_between_two_claims_holds_at_the_next(db, engine):
+    """The PostgreSQL engine looks only every few seconds whether any type is held back, to pick the
+    cheaper statement while none is (queuelog/engines/postgres.py): a look a moment old must never let a
+    claim pass a limit."""
+    engine.held_check_seconds = 3600
+    engine.insert("alice", [new("email") for _ in range(3)], NOW)
+    [first] = claim(engine).jobs
+    set_type(db, "email", concurrency=1)
+    assert claim(engine, limit=10).jobs == []
+    set_type(db, "email", paused=True, concurrency=2)
+    assert claim(engine, limit=10, types=["email"]).jobs == []
+    set_type(db, "email", concurrency=2)
+    assert [j.type for j in claim(engine, limit=10).jobs] == ["email"]
+    assert first.status == "running"

@@ -7,6 +7,7 @@ import json
 import threading
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import text
 
 from queuelog.db import Database
@@ -239,6 +240,7 @@ def _fire_in_a_process(url: str, schedule_id: int, revision: int, start_at: floa
         server.dispose()
 
 
+@pytest.mark.slow  # processes racing
 def test_processes_firing_one_slot_at_once_make_one_job(db, engine):
     """Four app processes fire the same slot at the same instant."""
     import multiprocessing

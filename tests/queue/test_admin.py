@@ -20,7 +20,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from queuelog import create_app
 from queuelog.db import Database
 from queuelog.queue.admin import AdminStore
 from queuelog.queue.schedules import Schedules, ScheduleValues
@@ -357,27 +356,3 @@ def test_the_faces_hold_no_query_of_their_own():
                     found.append(f"{path.name}:{node.lineno} .{node.attr}")
     assert len(_face_modules()) > 20  # the check reads the faces it means to
     assert found == []
-
-
-# -- passwords ----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("settings", "prefix"),
-    [({}, "scrypt:"), ({"PASSWORD_HASH": "pbkdf2:sha256:1000"}, "pbkdf2:sha256:1000$")],
-)
-def test_passwords_are_hashed_with_the_configured_method(database_url, tmp_path, settings, prefix):
-    app = create_app(
-        {"TESTING": True, "QUEUELOG": {"DATABASE_URL": database_url, "SECRET_KEY": "s", **settings}}
-    )
-    try:
-        store = app.extensions["queuelog"]["admin"]
-        store.create_user("carol", "producer", "password-carol")
-        assert store.user_named("carol").password_hash.startswith(prefix)
-        store.update_user("carol", actor="admin", password="another password")
-        assert store.user_named("carol").password_hash.startswith(prefix)
-        assert store.login("carol", "another password").username == "carol"
-        assert store.login("carol", "password-carol") is None
-        assert store.login("nobody", "another password") is None
-    finally:
-        app.extensions["queuelog"]["db"].dispose()

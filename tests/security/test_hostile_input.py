@@ -388,6 +388,7 @@ def test_start_up_needs_no_write_lock_on_a_started_database(app, backend, databa
         holder.close()
 
 
+@pytest.mark.slow  # starts the server in subprocesses
 def test_a_database_path_that_can_never_work_exits_with_one_line(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the database's folder should be")

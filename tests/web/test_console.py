@@ -134,7 +134,7 @@ def test_nul_in_a_search_is_refused_before_anything_runs(admin_browser):
 
 def test_a_search_examines_a_bounded_window_and_offers_to_look_further(app, admin_browser, producer):
     ids = [producer.post("/jobs", json={"type": "email", "payload": {"n": i}}).json["id"] for i in range(8)]
-    app.config["QUEUELOG"]["SEARCH_SCAN"] = 3
+    app.config["QUEUELOG"] = app.config["QUEUELOG"].replace(SEARCH_SCAN=3)
     first = admin_browser.get("/queue?path=n&value=0").get_data(as_text=True)
     assert shown_in(first) == [] and "looked at the newest 3 jobs" in first
     further = html.unescape(re.search(r'href="([^"]+)">Look further, below job #(\d+)', first).group(1))
@@ -173,7 +173,7 @@ def test_bulk_action_on_everything_matching_goes_in_steps_and_spares_later_jobs(
     ids = [producer.post("/jobs", json={"type": "email", "payload": {"k": "v"}}).json["id"] for _ in range(7)]
     other = producer.post("/jobs", json={"type": "pdf", "payload": {"k": "v"}}).json["id"]
     unlike = producer.post("/jobs", json={"type": "email", "payload": {"k": "w"}}).json["id"]
-    app.config["QUEUELOG"].update(SEARCH_SCAN=3, BULK_STEP_SECONDS=0)  # one window of 3 per step
+    app.config["QUEUELOG"] = app.config["QUEUELOG"].replace(SEARCH_SCAN=3, BULK_STEP_SECONDS=0)  # 3 a step
     confirm = admin_browser.get("/queue/bulk/cancel?type=email&path=k&value=v").get_data(as_text=True)
     assert "7 jobs match this search." in confirm and "This will cancel 7 pending jobs." in confirm
     late = producer.post("/jobs", json={"type": "email", "payload": {"k": "v"}}).json[

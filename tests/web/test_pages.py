@@ -24,7 +24,7 @@ def test_dashboard_counts_and_chart(admin_browser, producer, worker):
     html = admin_browser.get("/").get_data(as_text=True)
     assert re.search(r'tile-count">2</span>\s*<span class="badge badge-pending"', html)
     assert re.search(r'tile-count">1</span>\s*<span class="badge badge-completed"', html)
-    assert "1 completed, 0 failed" in html
+    assert "1 completions, 0 failures" in html
     assert html.count('class="bar-done"') == 1
     assert "<svg" in html and not re.search(r"<script(?![^>]*\bsrc=)", html)  # no inline script
 
@@ -42,6 +42,7 @@ def test_dashboard_chart_says_it_counts_failures_not_failed_jobs(admin_browser, 
     assert re.search(r'tile-count">1</span>\s*<span class="badge badge-failed"', html)  # one failed job
     assert "Last hour: completions and failures per minute" in html
     assert "Completions: 0 · failures: 2." in html
+    assert "0 completions, 2 failures" in html  # the bar's own words count the same
     assert "failed jobs per minute" not in html.lower()
 
 

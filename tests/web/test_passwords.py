@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
+from queuelog import create_app
+from queuelog.config import SettingError, load_settings
 from queuelog.models import User
-from tests.conftest import Browser
+from tests.conftest import ADMIN_PASSWORD, Browser
 from tests.web.test_sessions import Stolen, assert_logged_out
 
 
@@ -81,3 +84,55 @@ def test_admin_forms_refuse_blank_passwords(app, admin_browser):
     admin_browser.submit("/admin/users", "/admin/users/erin/password", password=" " * 9)
     assert "A password cannot be only spaces." in admin_browser.get("/admin/users").text
     assert _password_is(app, "erin", "erin-password")
+
+
+def _stored_hash(app, username: str) -> str:
+    with app.extensions["queuelog"]["db"].session() as s:
+        return s.scalar(select(User.password_hash).where(User.username == username))
+
+
+def _app_hashing_with(database_url: str, method: str):
+    settings = {"DATABASE_URL": database_url, "SECRET_KEY": "test-secret-key", "PASSWORD_HASH": method}
+    return create_app({"TESTING": True, "QUEUELOG": settings})
+
+
+@pytest.mark.parametrize(
+    "first,then", [("scrypt", "pbkdf2:sha256:1"), ("pbkdf2:sha256:1", "scrypt:32768:8:1")]
+)
+def test_passwords_hashed_one_way_still_work_after_the_hash_setting_changes(app, database_url, first, then):
+    """QUEUELOG_PASSWORD_HASH decides how new passwords are stored; each stored hash names its own method,
+    so every password set before a change of the setting still logs in after it, in both directions."""
+    before = _app_hashing_with(database_url, first)
+    admin_browser = Browser(before.test_client())
+    assert admin_browser.login("admin", ADMIN_PASSWORD).status_code == 302
+    admin_browser.submit("/admin/users", username="erin", role="producer", password="erin-password")
+    assert _stored_hash(before, "erin").startswith(("scrypt:32768:8:1" if first == "scrypt" else first) + "$")
+    before.extensions["queuelog"]["db"].dispose()
+
+    after = _app_hashing_with(database_url, then)
+    assert Browser(after.test_client()).login("erin", "erin-password").status_code == 302
+    assert Browser(after.test_client()).login("erin", "not-erins-password").status_code == 200  # refused
+    assert _stored_hash(after, "erin").split(":")[0] == first.split(":")[0]  # a login does not rehash
+    runner = after.test_cli_runner()
+    result = runner.invoke(args=["users", "set-password", "erin", "--password", "erin-new-password"])
+    assert result.exit_code == 0, result.output
+    assert _stored_hash(after, "erin").startswith(then + "$")
+    assert Browser(after.test_client()).login("erin", "erin-new-password").status_code == 302
+    after.extensions["queuelog"]["db"].dispose()
+
+
+def test_the_suite_hashes_cheaply_and_a_server_hashes_with_scrypt(app, monkeypatch, tmp_path):
+    """The tests run with a one-iteration hash (tests/conftest.py); without the setting it is scrypt."""
+    assert app.config["QUEUELOG"]["PASSWORD_HASH"] == "pbkdf2:sha256:1"
+    assert _stored_hash(app, "admin").startswith("pbkdf2:sha256:1$")
+    monkeypatch.delenv("QUEUELOG_PASSWORD_HASH")
+    assert load_settings(str(tmp_path)).password_hash == "scrypt"
+
+
+@pytest.mark.parametrize("method", ["md5", "pbkdf2:sha1:1", "pbkdf2:1", "scrypt:x", "plain"])
+def test_an_unknown_password_hash_is_refused_at_start_with_the_setting_named(monkeypatch, tmp_path, method):
+    monkeypatch.setenv("QUEUELOG_PASSWORD_HASH", method)
+    with pytest.raises(
+        SettingError, match=r"^QUEUELOG_PASSWORD_HASH=.* is not valid: a password hash method"
+    ):
+        load_settings(str(tmp_path))
