@@ -97,7 +97,7 @@ def scenario_pages(target: Target, n: int, samples: int = 15) -> list[dict[str, 
     _fill(target, url, n)
     # No maintenance thread: it would outlive the scenario, whose database is dropped after it.
     settings = {"DATABASE_URL": url, "SECRET_KEY": "bench", "ADMIN_PASSWORD": "bench-password"}
-    app = create_app({"QUEUELOG": {**settings, "RETENTION": "", "SCHEDULE_TICK": 0}})
+    app = create_app({"QUEUELOG": {**settings, "RETENTION": None, "SCHEDULE_TICK": 0}})
     db = app.extensions["queuelog"]["db"]
     key = app.extensions["queuelog"]["admin"].create_key("bench-admin-key", "producer", username="admin")
     api = {"Authorization": f"Bearer {key}"}
