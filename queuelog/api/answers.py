@@ -1,5 +1,7 @@
-"""Every answer of the JSON API, declared once (README, "JSON API"): the views write them with
-``render.render_json`` (or ``Shape.render``) and ``openapi.py`` serves them as ``/openapi.json``."""
+"""The job as the JSON API answers it, declared once (README, "JSON API"), for the producers' operations
+(``jobs.py``) and the workers' (``workers.py``) alike, with problems and health; the schedules' and job
+types' answers are declared beside their operations. The views write them with ``render.render_json`` (or
+``Shape.render``) and ``/openapi.json`` describes them (``registry.py``)."""
 
 from __future__ import annotations
 

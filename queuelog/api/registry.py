@@ -73,9 +73,7 @@ COMMON = {
     "422": problem("Invalid input; `errors` names each field"),
     "503": problem("The database is unavailable or busy; try again (Retry-After)"),
 }
-JOB_ID = path_parameter(
-    "job_id", "ASCII digits only, at most 18 of them.", {"type": "integer", "minimum": 1}
-)
+JOB_ID = path_parameter("job_id", "ASCII digits only, at most 18 of them.", {"type": "integer", "minimum": 1})
 PREFER = {
     "name": "Prefer",
     "in": "header",
@@ -146,7 +144,9 @@ class Operation:
             content = {"application/json": {"schema": schema_of(self.body)}}
             op["requestBody"] = {"required": bool(self.body.required), "content": content}
         parameters = [*self.params]
-        parameters += [{"name": h.name, "in": "header", "schema": h.field.json_schema()} for h in self.headers]
+        parameters += [
+            {"name": h.name, "in": "header", "schema": h.field.json_schema()} for h in self.headers
+        ]
         if self.query is not None:
             parameters += [
                 {"name": key, "in": "query", "schema": value.json_schema()}

@@ -1,9 +1,9 @@
-"""The parts the API's declarations (``schemas.py``) are made of.
+"""The parts the API's shapes (declared beside their operations: ``jobs.py``, ``workers.py``, ...) are made of.
 
 A ``Field`` is one JSON Schema together with what that schema cannot say: the 422 message for a value that
 breaks it, and a ``check`` for the rules no schema expresses (README, "JSON API", input rules). A ``Shape`` is
 a JSON object of named fields; a ``ListOf`` a JSON array of one field. From these come the request checks,
-the answers' rendering and ``/openapi.json`` (``openapi.py``).
+the answers' rendering and ``/openapi.json`` (``registry.py``, ``openapi.py``).
 
 A request is judged by one compiled validator (jsonschema-rs) of its whole shape. Only a body that it
 refuses is walked field by field, in declared order, to name each offending field: unknown fields first,

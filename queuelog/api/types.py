@@ -109,6 +109,8 @@ TYPE_BODY = Shape(
     },
     required=("name",),
 )
+
+
 def _count(description: str) -> Field:
     return answer({"type": ["integer", "null"]}, description)
 
@@ -143,6 +145,7 @@ def type_record(job_type: Any, running: int) -> dict[str, Any]:
     record["description"] = record["description"] or ""
     record["running"] = running
     return record
+
 
 NAME = path_parameter("name", "The job type's name.", {"type": "string", "minLength": 1, "maxLength": 64})
 JOB_TYPE_ANSWER = json_answer("The job type, with its limits and the jobs of it running now", JOB_TYPE)

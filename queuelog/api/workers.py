@@ -255,7 +255,9 @@ def complete_batch(body: dict[str, Any], minimal: bool):
 )
 def complete(job_id: int, body: dict[str, Any], minimal: bool):
     result_json = None if body["result"] is None else body["result"].text
-    return report_answer(queue().complete(job_id, g.principal.name, body["lease_token"], result_json), minimal)
+    return report_answer(
+        queue().complete(job_id, g.principal.name, body["lease_token"], result_json), minimal
+    )
 
 
 @operation(
