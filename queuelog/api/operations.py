@@ -11,7 +11,7 @@ from queuelog.api.answers import HEALTH
 from queuelog.api.base import CONTENT_TYPE, bp, caller, json_response
 from queuelog.api.openapi import document
 from queuelog.api.problems import ApiError
-from queuelog.api.registry import json_answer, operation, problem, shapes
+from queuelog.api.registry import json_answer, operation, problem, request_fields
 
 
 @operation(
@@ -92,6 +92,6 @@ def openapi():
 def _prepare(state: BlueprintSetupState) -> None:
     """At start-up: compile the request shapes' validators (once per process), and write the OpenAPI
     document with this app's configured limits."""
-    for shape in shapes().values():
-        shape.validator  # noqa: B018 - compiled now rather than on the first request
+    for field in request_fields():
+        field.validator  # noqa: B018 - compiled now rather than on the first request
     state.app.extensions["queuelog"]["openapi"] = document(state.app.config["QUEUELOG"])

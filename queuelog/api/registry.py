@@ -13,8 +13,8 @@ is ``g.principal``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flask import g, request
@@ -124,8 +124,9 @@ class Operation:
     minimal: bool = False
     public: bool = False  # needs no key at all
     common: bool = True  # the answers every keyed operation may give (COMMON)
-    refused: Callable[..., ApiError] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    refused: Callable[..., ApiError] | None = (
+        None  # (the 422, the raw body, the path's values) -> a fuller 422
+    )
 
     @property
     def path(self) -> str:
@@ -158,7 +159,7 @@ class Operation:
             op["parameters"] = parameters
         if self.public:
             op["security"] = []
-        return op | self.extra
+        return op
 
     @property
     def refusal(self) -> str:
@@ -236,13 +237,7 @@ def paths(operations: list[Operation] = OPERATIONS) -> dict[str, Any]:
     return out
 
 
-def shapes(operations: list[Operation] = OPERATIONS) -> Mapping[str, Field]:
+def request_fields(operations: list[Operation] = OPERATIONS) -> list[Field]:
     """The request shapes and header fields of the operations, to compile their validators at start-up."""
-    found: dict[str, Field] = {}
-    for op in operations:
-        for shape in (op.body, op.query):
-            if shape is not None:
-                found[shape.name] = shape
-        for header in op.headers:
-            found[f"{op.path} {header.name}"] = header.field
-    return found
+    found = [shape for op in operations for shape in (op.body, op.query) if shape is not None]
+    return found + [header.field for op in operations for header in op.headers]
