@@ -124,9 +124,8 @@ class Operation:
     minimal: bool = False
     public: bool = False  # needs no key at all
     common: bool = True  # the answers every keyed operation may give (COMMON)
-    refused: Callable[..., ApiError] | None = (
-        None  # (the 422, the raw body, the path's values) -> a fuller 422
-    )
+    # (the body's 422, the raw body, the path's values) -> the 422 with what else the queue layer refuses
+    refused: Callable[..., ApiError] | None = None
 
     @property
     def path(self) -> str:
@@ -177,9 +176,9 @@ def operation(method: str, rule: str, **declared: Any) -> Callable[[Callable], C
         op = Operation(method, rule, **declared)
         variables = set(re.findall(r"<(?:\w+:)?(\w+)>", rule))
         described = {p["name"] for p in op.params}
-        assert variables == described, f"{method} {rule}: path parameters {variables} vs {described}"
-        assert op.who is None or set(op.who) <= set(KINDS), op.who
-        assert op.body is not None or not (op.refused or op.headers)
+        loose = op.body is None and (op.refused or op.headers)  # both are judged with the body
+        if variables != described or not set(op.who or ()) <= set(KINDS) or loose:
+            raise TypeError(f"{method} {rule}: path parameters, kinds of key or body are declared amiss")
         OPERATIONS.append(op)
         bp.add_url_rule(rule, view.__name__, _handler(op, view), methods=[method])
         return view
@@ -195,7 +194,7 @@ def _handler(op: Operation, view: Callable) -> Callable:
     refusal = op.refusal
     body, query, headers, refused, minimal = op.body, op.query, op.headers, op.refused, op.minimal
 
-    def handler(**args: Any) -> Any:
+    def handler(**args: Any) -> Any:  # args: the path's values
         if who is not None:
             principal = caller()
             if not (
