@@ -2,7 +2,7 @@
 
 from werkzeug.routing import IntegerConverter
 
-from queuelog.api import jobs, operations, running, schedules, types, workers  # noqa: F401 - they attach the views to bp
+from queuelog.api import jobs, operations, schedules, types, workers  # noqa: F401 - their operations attach to bp
 from queuelog.api.base import bp
 
 

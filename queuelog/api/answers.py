@@ -1,5 +1,7 @@
-"""Every answer of the JSON API, declared once (README, "JSON API"): the views write them with
-``render.render_json`` (or ``Shape.render``) and ``openapi.py`` serves them as ``/openapi.json``."""
+"""The job as the JSON API answers it, declared once (README, "JSON API"), for the producers' operations
+(``jobs.py``) and the workers' (``workers.py``) alike, with problems and health; the schedules' and job
+types' answers are declared beside their operations. The views write them with ``render.render_json`` (or
+``Shape.render``) and ``/openapi.json`` describes them (``registry.py``)."""
 
 from __future__ import annotations
 
@@ -29,16 +31,16 @@ def _time_text(value: datetime | None) -> str:
     return "null" if value is None else f'"{rfc3339(value)}"'
 
 
-def _time(description: str | None = None) -> Field:
+def moment(description: str | None = None) -> Field:
     return answer({"type": ["string", "null"], "format": "date-time"}, description, rfc3339, _time_text)
 
 
-def _priority_name(value: int) -> str:
+def priority_name(value: int) -> str:
     return PRIORITY_NAMES.get(value, str(value))
 
 
 def _priority_text(value: int) -> str:
-    return f'"{_priority_name(value)}"'  # names and digits: nothing to escape
+    return f'"{priority_name(value)}"'  # names and digits: nothing to escape
 
 
 def _parsed(text: str | None) -> Any:
@@ -55,19 +57,19 @@ JOB_FIELDS: dict[str, Field] = {
     "type": answer({"type": "string"}),
     "payload": _document({"type": "object"}),
     "priority": answer(
-        {"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name, text=_priority_text
+        {"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=priority_name, text=_priority_text
     ),
     "status": answer({"type": "string", "enum": list(STATUSES)}),
     "retry_count": answer({"type": "integer"}),
     "max_retries": answer({"type": "integer"}),
     "owner": answer({"type": "string"}),
     "worker_id": answer({"type": ["string", "null"]}, "The worker holding it, or the last that did."),
-    "claimed_at": _time(),
-    "lease_expires_at": _time(),
-    "available_at": _time("When it may be claimed (next)."),
-    "created_at": _time(),
-    "updated_at": _time(),
-    "finished_at": _time(),
+    "claimed_at": moment(),
+    "lease_expires_at": moment(),
+    "available_at": moment("When it may be claimed (next)."),
+    "created_at": moment(),
+    "updated_at": moment(),
+    "finished_at": moment(),
     "result": _document({"type": ["object", "null"]}),
     "idempotency_key": answer({"type": ["string", "null"]}, "Shown to its owner and admins only."),
     "error": answer({"type": ["string", "null"]}, "The last error, redacted; shown to admins only."),
@@ -78,7 +80,7 @@ JOB_FIELDS: dict[str, Field] = {
         "True while someone's request to cancel the running job waits for its worker: the worker should "
         "stop and report POST /jobs/{id}/cancelled.",
     ),
-    "cancel_requested_at": _time(
+    "cancel_requested_at": moment(
         "When a cancellation was requested; null when none was, or once the job ended cancelled (its "
         "history keeps it). A job completed despite the request keeps it."
     ),
@@ -88,7 +90,7 @@ JOB_FIELDS: dict[str, Field] = {
         "The running attempt's last reported progress, in percent; null when it reported none.",
     ),
     "progress_message": answer({"type": ["string", "null"]}, "The message of that report."),
-    "progress_updated_at": _time("When that report came."),
+    "progress_updated_at": moment("When that report came."),
     "snooze_count": answer({"type": "integer"}, "How often a worker handed the job back to run later."),
 }
 SHOWN_TO_SOME = frozenset({"idempotency_key", "error", "lease_token"})
@@ -177,7 +179,7 @@ EVENT = Shape(
         "event": answer({"type": "string"}),
         "actor": answer({"type": "string"}, "Who made the change: a user, a worker, or system."),
         "attempt": answer({"type": "integer"}),
-        "at": _time(),
+        "at": moment(),
         "error": answer({"type": ["string", "null"]}, "Shown to admins only."),
     },
     required=("id", "event", "actor", "attempt", "at"),
@@ -245,42 +247,4 @@ HEALTH = Shape(
 )
 JOBS = Shape(
     "Jobs", "The jobs of a batch, in the order sent.", {"jobs": array(JOB)}, required=("jobs",), closed=False
-)
-
-# -- schedules ----------------------------------------------------------------------------------------
-
-SCHEDULE = Shape(
-    "Schedule",
-    "A schedule (docs/schedules.md). Its jobs' owner is schedule:<name>. Times are RFC 3339 UTC with Z.",
-    {
-        "name": answer({"type": "string"}),
-        "type": answer({"type": "string"}),
-        "payload": answer({"type": "object"}),
-        "priority": answer({"type": "string", "enum": list(PRIORITY_NAMES.values())}, out=_priority_name),
-        "max_retries": answer({"type": "integer"}),
-        "cron": answer({"type": ["string", "null"]}),
-        "interval_seconds": answer({"type": ["integer", "null"]}),
-        "timezone": answer({"type": "string"}),
-        "missed": answer({"type": "string", "enum": ["fire_once", "skip"]}),
-        "paused": answer({"type": "boolean"}),
-        "next_fire_at": _time("The next slot (null while paused)."),
-        "last_fire_at": _time("The last slot that made a job."),
-        "upcoming": answer(
-            {"type": "array", "items": {"type": "string", "format": "date-time"}},
-            "The next five fire times (none while paused).",
-            lambda times: [rfc3339(t) for t in times],
-        ),
-        "created_by": answer({"type": "string"}),
-        "created_at": _time(),
-        "updated_at": _time(),
-    },
-    required=("name", "type", "payload", "priority", "cron", "interval_seconds", "timezone", "paused"),
-    closed=False,
-)
-SCHEDULE_LIST = Shape(
-    "ScheduleList",
-    "Every schedule, by name.",
-    {"schedules": array(SCHEDULE)},
-    required=("schedules",),
-    closed=False,
 )

@@ -1,15 +1,16 @@
 """The JSON API's blueprint and what its views share: errors, who is calling, and how a job is shown.
 
-The views are thin adapters (README, "JSON API"): they parse input, check the caller and call the queue layer;
-``jobs.py`` has the producers' and admins' endpoints, ``workers.py`` the workers', ``operations.py`` the rest.
+The views are thin adapters (README, "JSON API"): each is declared once as an operation (``registry.py``,
+which checks the caller and parses the request) and calls the queue layer. ``jobs.py`` has the producers'
+and admins' operations on jobs, ``workers.py`` the workers', ``schedules.py`` and ``types.py`` the admins'
+schedules and job types, ``operations.py`` the rest.
 """
 
 from __future__ import annotations
 
-from functools import wraps
 from typing import Any
 
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
@@ -88,31 +89,6 @@ def caller() -> Principal:
             headers={"WWW-Authenticate": 'Bearer realm="queuelog", error="invalid_token"'},
         )
     return principal
-
-
-def requires(*allowed: str, to: str):
-    """Let through callers of the given kinds: ``worker``, ``producer`` (any user) or ``admin``; others get
-    a 403 saying "this key may not <to>." (written here, never taken from a docstring: ``python -OO`` drops
-    those)."""
-    refusal = f"this key may not {to}."
-
-    def decorator(view):
-        @wraps(view)
-        def wrapped(*args, **kwargs):
-            principal = caller()
-            ok = (
-                ("worker" in allowed and principal.is_worker)
-                or ("producer" in allowed and principal.is_user)
-                or ("admin" in allowed and principal.is_admin)
-            )
-            if not ok:
-                raise ApiError(403, "forbidden", refusal)
-            g.principal = principal
-            return view(*args, **kwargs)
-
-        return wrapped
-
-    return decorator
 
 
 # -- rendering ----------------------------------------------------------------------------------------

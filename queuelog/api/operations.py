@@ -7,22 +7,26 @@ import hmac
 from flask import Response, current_app, request
 from flask.blueprints import BlueprintSetupState
 
-from queuelog.api.base import (
-    CONTENT_TYPE,
-    bp,
-    caller,
-    json_response,
-)
+from queuelog.api.answers import HEALTH
+from queuelog.api.base import CONTENT_TYPE, bp, caller, json_response
 from queuelog.api.openapi import document
 from queuelog.api.problems import ApiError
-from queuelog.api.schedule_shapes import REQUESTS as SCHEDULE_REQUESTS
-from queuelog.api.schemas import REQUESTS
-from queuelog.api.type_shapes import REQUESTS as TYPE_REQUESTS
-
-# -- operations ---------------------------------------------------------------------------------------
+from queuelog.api.registry import json_answer, operation, problem, request_fields
 
 
-@bp.get("/healthz")
+@operation(
+    "GET",
+    "/healthz",
+    who=None,
+    to="check health",
+    summary="Health check (no key)",
+    public=True,
+    common=False,
+    answers={
+        "200": json_answer("Up", HEALTH),
+        "503": json_answer("The database is unreachable", HEALTH),
+    },
+)
 def healthz():
     """Liveness and database reachability, for load balancers; needs no key."""
     db = current_app.extensions["queuelog"]["db"]
@@ -35,7 +39,19 @@ def healthz():
     return json_response({"status": "ok"})
 
 
-@bp.get("/metrics")
+@operation(
+    "GET",
+    "/metrics",
+    who=None,  # the metrics token, or an admin's key: checked below
+    to="read metrics",
+    summary="Prometheus metrics (the metrics token or an admin's key)",
+    common=False,
+    answers={
+        "200": {"description": "Prometheus text exposition", "content": {"text/plain": {}}},
+        "401": problem("Missing or unknown credential"),
+        "403": problem("Not an admin's key"),
+    },
+)
 def metrics_endpoint():
     """Prometheus metrics, for a metrics token (QUEUELOG_METRICS_TOKEN) or an admin's key."""
     from queuelog.metrics import exposition
@@ -57,16 +73,25 @@ def metrics_endpoint():
     return response
 
 
+@operation(
+    "GET",
+    "/openapi.json",
+    who=None,
+    to="read this document",
+    summary="This document",
+    public=True,
+    common=False,
+    answers={"200": json_answer("OpenAPI 3.1", {"type": "object"})},
+)
+def openapi():
+    """The OpenAPI 3.1 description of this API."""
+    return json_response(current_app.extensions["queuelog"]["openapi"])
+
+
 @bp.record_once
 def _prepare(state: BlueprintSetupState) -> None:
     """At start-up: compile the request shapes' validators (once per process), and write the OpenAPI
     document with this app's configured limits."""
-    for shape in (*REQUESTS, *SCHEDULE_REQUESTS, *TYPE_REQUESTS):
-        shape.validator  # noqa: B018 - compiled now rather than on the first request
+    for field in request_fields():
+        field.validator  # noqa: B018 - compiled now rather than on the first request
     state.app.extensions["queuelog"]["openapi"] = document(state.app.config["QUEUELOG"])
-
-
-@bp.get("/openapi.json")
-def openapi():
-    """The OpenAPI 3.1 description of this API."""
-    return json_response(current_app.extensions["queuelog"]["openapi"])

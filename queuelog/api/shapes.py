@@ -1,9 +1,9 @@
-"""The parts the API's declarations (``schemas.py``) are made of.
+"""The parts the API's shapes (declared beside their operations: ``jobs.py``, ``workers.py``, ...) are made of.
 
 A ``Field`` is one JSON Schema together with what that schema cannot say: the 422 message for a value that
 breaks it, and a ``check`` for the rules no schema expresses (README, "JSON API", input rules). A ``Shape`` is
 a JSON object of named fields; a ``ListOf`` a JSON array of one field. From these come the request checks,
-the answers' rendering and ``/openapi.json`` (``openapi.py``).
+the answers' rendering and ``/openapi.json`` (``registry.py``, ``openapi.py``).
 
 A request is judged by one compiled validator (jsonschema-rs) of its whole shape. Only a body that it
 refuses is walked field by field, in declared order, to name each offending field: unknown fields first,
@@ -232,6 +232,7 @@ class Shape(Field):
         required: tuple[str, ...] = (),
         exclusive: tuple[str, str, str] | None = None,
         closed: bool = True,
+        partial: bool = False,
         message: str = "must be a JSON object",
     ):
         schema: dict[str, Any] = {"type": "object", "description": description}
@@ -248,6 +249,7 @@ class Shape(Field):
         self.required = frozenset(required)
         self.exclusive = exclusive
         self.closed = closed
+        self.partial = partial  # a patch: the parse holds only the fields given, without defaults
         self.render_plan = tuple((key, field.out) for key, field in fields.items())
         self.finish_plan = tuple(
             (key, field, field.default, field.check is not None or isinstance(field, ListOf | Shape))
@@ -282,7 +284,10 @@ class Shape(Field):
 
     def finish(self, value: dict[str, Any], path: str) -> dict[str, Any]:
         out, found = {}, []
+        partial = self.partial
         for key, field, default, checked in self.finish_plan:
+            if partial and key not in value:
+                continue
             item = value.get(key, default)
             if item is default and type(default) is dict:
                 item = dict(default)  # a fresh copy for each request, never the declaration's own

@@ -1,5 +1,5 @@
-"""Reading requests (README, "JSON API": input rules): the body, headers and query, then the declared
-shapes of ``schemas.py`` judge them."""
+"""Reading requests (README, "JSON API": input rules): the body, headers and query, which the operations'
+declared shapes then judge (registry.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from queuelog.api.problems import ApiError, invalid
-from queuelog.api.schemas import BATCH_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY, JOB_BODY
-from queuelog.api.shapes import join
 from queuelog.inputs import ascii_int
-from queuelog.queue import JobSpec
 from queuelog.queue.inputs import read_json
 
 
@@ -76,41 +73,3 @@ def header_text(name: str) -> str | None:
         return value.encode("latin-1").decode("utf-8")
     except UnicodeError:
         raise invalid(name, "must be UTF-8 text") from None
-
-
-def parse_job(body: Any, *, prefix: str = "", header_key: str | None = None) -> JobSpec:
-    """Turn one job body (``POST /jobs``, or the submit page's form) into a ``JobSpec``."""
-    path = prefix.rstrip(".")
-    values = JOB_BODY.parse(body, path)
-    if header_key is not None:
-        header_key = IDEMPOTENCY_KEY.parse(header_key, "Idempotency-Key")
-    return job_spec(values, path, header_key)
-
-
-def job_spec(values: dict[str, Any], path: str, header_key: str | None) -> JobSpec:
-    """A ``JobSpec`` from a job body that ``JOB_BODY`` accepted; ``header_key`` is already checked."""
-    key = values["idempotency_key"]
-    if header_key is not None:
-        if key is not None and key != header_key:
-            raise invalid(join(path, "idempotency_key"), "differs from the Idempotency-Key header")
-        key = header_key
-    payload = values["payload"]
-    return JobSpec(
-        type=values["type"],
-        payload=payload.value,
-        payload_json=payload.text,
-        priority=values["priority"],
-        max_retries=values["max_retries"],
-        idempotency_key=key,
-        run_at=values["run_at"],
-        delay_seconds=values["delay_seconds"],
-    )
-
-
-def batch_key(header_key: str | None, index: int) -> str | None:
-    """The idempotency key of job ``index`` of a batch sent with ``Idempotency-Key: K``: ``K#index``, so
-    that replaying the whole batch finds every job it made (README, "Idempotency")."""
-    if header_key is None:
-        return None
-    header_key = BATCH_IDEMPOTENCY_KEY.parse(header_key, "Idempotency-Key")
-    return f"{header_key}#{index}"

@@ -2,7 +2,7 @@
 rules): payloads and results within their limits, keys of printable text, start times in range.
 
 Each rule raises ``JobValidationError`` with a code (``queuelog.queue.errors``) and the field to blame.
-The JSON API declares the same rules in its shapes (``queuelog/api/schemas.py``), which call
+The JSON API declares the same rules in its shapes (``queuelog/api/jobs.py``), which call
 ``check_document`` for what no JSON Schema can say; the submit page calls these directly.
 """
 

@@ -22,7 +22,7 @@ from queuelog.queue.errors import (
 from queuelog.redact import redact_error
 
 MAX_PROGRESS_MESSAGE = 200  # characters; the column's size
-MIN_SNOOZE_SECONDS = 1  # the JSON API's lower bound too (api/schemas.py)
+MIN_SNOOZE_SECONDS = 1  # the JSON API's lower bound too (api/workers.py)
 MAX_SNOOZE_SECONDS = 86400  # one snooze puts a job off by a day at most
 
 
