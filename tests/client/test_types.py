@@ -1,4 +1,4 @@
-"""The client's types stay in step with the API's declarations (queuelog/api/answers.py, schemas.py,
+"""The client's types stay in step with the API's declarations (queuelog/api/answers.py, jobs.py,
 problems.py), and the worker and the client share one job type. No server needed."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import queuelog.client
 import queuelog.worker
 from queuelog.api.answers import EVENT, JOB_FIELDS
+from queuelog.api.jobs import JOB_BODY, LIST_QUERY
 from queuelog.api.problems import TITLES
-from queuelog.api.schemas import JOB_BODY, LIST_QUERY
 from queuelog.client import Client, Job, ServerError
 from queuelog.client.errors import MalformedRequest, QueuelogError, from_answer
 from queuelog.client.shapes import job_body

@@ -1,4 +1,4 @@
-"""The submit page judges a job by the rules POST /jobs declares (queuelog/api/schemas.py; the queue's
+"""The submit page judges a job by the rules POST /jobs declares (queuelog/api/jobs.py; the queue's
 own checks in queuelog/queue/inputs.py): what the API refuses, the page refuses beside the field, in the
 page's words, and nothing is made."""
 
