@@ -1,7 +1,7 @@
 """Read-only views for the admin console (docs/console.md): the workers page and the per-type figures.
 
-Every figure comes from bounded reads (ConsoleReads in queuelog/engines/console.py): the running jobs, and
-samples of the newest finished jobs. When a sample is full it covers less than its window; the views say
+Every figure comes from bounded reads (the console figures of ``Engine``, queuelog/engines/engine.py): the
+running jobs, and samples of the newest finished jobs. When a sample is full it covers less than its window; the views say
 which stretch of time they cover instead of pretending to cover all of it.
 """
 
@@ -11,9 +11,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from queuelog.engines.console import ConsoleReads
 from queuelog.engines.records import FinishedJob, HeldJob, WorkerKeyRow, counts_by_type
 from queuelog.models import STATUSES
 from queuelog.queue.core import Queue
@@ -97,7 +96,7 @@ class ConsoleStats:
 
     def __init__(self, queue: Queue):
         self.queue = queue
-        self.engine = cast(ConsoleReads, queue.engine)  # both engines implement it (reads.py)
+        self.engine = queue.engine
 
     def workers(self, now: datetime | None = None) -> Workers:
         """Every worker seen within a day (by its key's last use) or holding a job: the jobs it holds,

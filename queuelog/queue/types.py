@@ -28,7 +28,7 @@ from queuelog.refusals import Refused
 
 if TYPE_CHECKING:
     from queuelog.db import Database
-    from queuelog.engines.base import JobTypeAudit
+    from queuelog.engines.records import JobTypeAudit
     from queuelog.queue.spec import JobSpec
 
 NAME_MAX_LENGTH = 64
