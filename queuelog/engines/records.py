@@ -65,12 +65,24 @@ class JobRecord(NamedTuple):
 
     def _reported(self, value: Any) -> Any:
         # A progress report belongs to the attempt running when it came: a later claim makes it stale.
-        current = self.status == "running" and self.progress_at is not None and self.claimed_at is not None
-        return value if current and self.progress_at >= self.claimed_at else None  # type: ignore[operator]
+        at, claimed = self.progress_at, self.claimed_at
+        current = self.status == "running" and at is not None and claimed is not None and at >= claimed
+        return value if current else None
 
-    progress = property(lambda self: self._reported(self.progress_percent), doc="The attempt's 0..100.")
-    progress_message = property(lambda self: self._reported(self.progress_note), doc="Its message.")
-    progress_updated_at = property(lambda self: self._reported(self.progress_at), doc="Its report's time.")
+    @property
+    def progress(self) -> int | None:
+        """The attempt's 0..100."""
+        return self._reported(self.progress_percent)
+
+    @property
+    def progress_message(self) -> str | None:
+        """Its message."""
+        return self._reported(self.progress_note)
+
+    @property
+    def progress_updated_at(self) -> datetime | None:
+        """Its report's time."""
+        return self._reported(self.progress_at)
 
 
 JOB_FIELDS: tuple[str, ...] = JobRecord._fields

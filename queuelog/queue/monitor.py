@@ -121,18 +121,20 @@ class ConsoleStats:
         samples = [
             self.engine.recent_finished(s, since=since, limit=WORKER_SAMPLE) for s in ("completed", "failed")
         ]
-        covered = max([since] + [rows[-1].finished_at for rows in samples if len(rows) == WORKER_SAMPLE])
-        for job in (job for rows in samples for job in rows):
-            if job.worker_id is None or job.finished_at < covered:
+        # Finished jobs: each has its finish time.
+        full = [rows[-1].finished_at for rows in samples if len(rows) == WORKER_SAMPLE]
+        covered = max([since] + [at for at in full if at is not None])
+        for done in (done for rows in samples for done in rows):
+            if done.worker_id is None or done.finished_at is None or done.finished_at < covered:
                 continue
-            worker = view(job.worker_id)
-            if worker.last_report is None or job.finished_at > worker.last_report:
-                worker.last_report = job.finished_at
-            if job.claimed_at is not None and (
-                worker.last_claim is None or job.claimed_at > worker.last_claim
+            worker = view(done.worker_id)
+            if worker.last_report is None or done.finished_at > worker.last_report:
+                worker.last_report = done.finished_at
+            if done.claimed_at is not None and (
+                worker.last_claim is None or done.claimed_at > worker.last_claim
             ):
-                worker.last_claim = job.claimed_at
-            if job.status == "completed":
+                worker.last_claim = done.claimed_at
+            if done.status == "completed":
                 worker.completed += 1
             else:
                 worker.failed += 1
@@ -204,7 +206,9 @@ def _window(rows: Iterable[FinishedJob], since: datetime) -> WindowFigures:
 def _hourly(rows: Iterable[FinishedJob], now: datetime) -> list[dict[str, Any]]:
     """Completed and failed jobs per hour over the last 24 hours, oldest hour first."""
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
-    series = [{"minute": start + timedelta(hours=i), "completed": 0, "failed": 0} for i in range(24)]
+    series: list[dict[str, Any]] = [
+        {"minute": start + timedelta(hours=i), "completed": 0, "failed": 0} for i in range(24)
+    ]
     for job in rows:
         if job.finished_at is None or job.finished_at < start or job.status not in ("completed", "failed"):
             continue

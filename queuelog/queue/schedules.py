@@ -276,6 +276,9 @@ class Schedules:
 
     def _fire(self, schedule: Schedule, now: datetime) -> Fired:
         """Fire a due schedule's slot as ``plan`` says, in one guarded transaction of the engine."""
+        due = schedule.next_fire_at
+        if due is None:  # never due (due_schedules reads none such): a firing without it would be "run now"
+            return Fired(False, None)
         slot, following = self.plan(schedule, now)
         job = None
         if slot is not None:
@@ -285,7 +288,7 @@ class Schedules:
             except JobValidationError as exc:
                 log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc)
         firing = Firing(
-            schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
+            schedule.id, schedule.name, slot or due, due,
             schedule.revision, following,
             job, owner_of(schedule.name), (slot or now) - FORGET_AFTER,
         )  # fmt: skip

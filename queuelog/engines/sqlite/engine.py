@@ -58,7 +58,7 @@ from queuelog.engines.sqlite.sql import (
 )
 
 
-def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> None:
+def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
     """Add history rows: (job_id, at, event, actor, attempt, error)."""
     if len(events) == 1:
         cur.execute(EVENT, events[0])
