@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event
 
@@ -56,7 +56,8 @@ from queuelog.engines.postgres.sql import (
 from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
 from queuelog.engines.shared import SharedEngine
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _utc_session(dbapi_connection: Any, _record: Any) -> None:
@@ -68,13 +69,13 @@ def _utc_session(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.commit()
 
 
-def retry_aborted(method: F) -> F:
+def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
     """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
     serialization conflict (rare: the counter triggers write in key order). The aborted transaction
     changed nothing, so running it again is safe; after 5 tries the error goes up."""
 
     @wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         for attempt in range(5):
             try:
                 return method(*args, **kwargs)
@@ -84,7 +85,7 @@ def retry_aborted(method: F) -> F:
                 time.sleep(random.random() * 0.01 * 2**attempt)
         raise AssertionError("unreachable")
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
