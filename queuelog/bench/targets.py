@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from queuelog.db import Database, driver_sql
-from queuelog.engines import sqlite_sql
+from queuelog.engines.sqlite import sql as sqlite_sql
 from queuelog.queue import Queue
 
 
@@ -40,7 +40,7 @@ class Target:
         self.schemas: list[str] = []
         self.sql = sqlite_sql  # the engine's statements and binding, for the raw driver loops
         if postgres_url:
-            from queuelog.engines import postgres_sql
+            from queuelog.engines.postgres import sql as postgres_sql
 
             self.engine = "postgresql"
             self.sql = postgres_sql

@@ -1,17 +1,111 @@
-"""The records the engines take and give beside jobs and events (base.py): jobs to insert, outcomes,
-the backoff policy, and the typed rows of counts, throughput, failures, the allowlist and API keys."""
+"""The records the engines speak in (engine.py, ``Engine``): jobs and their history, jobs to insert,
+outcomes, the backoff policy, schedule firings, searches, and the typed rows of counts, throughput,
+failures, the allowlist, API keys and the console's reads."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
-from queuelog.models import STATUSES
+from queuelog.models import STATUSES, AuditLog, JobType
 
-if TYPE_CHECKING:
-    from queuelog.engines.base import JobRecord
+# A job type's change (``Engine.update_job_type``): the attributes to set, or a function of the type as it
+# is that gives them; and the audit row made from the type before the change and the attributes set.
+JobTypeChanges = dict[str, Any] | Callable[[JobType], dict[str, Any]]
+JobTypeAudit = Callable[[JobType, dict[str, Any]], AuditLog]
+
+
+class JobRecord(NamedTuple):
+    """A job as stored: the one definition of the job's columns (``JOB_COLUMNS`` follows its order).
+
+    Times are aware UTC datetimes. ``payload`` and ``result`` are the JSON text as the database keeps it
+    (never parsed on the way through: the API splices it into its answers; ``json.loads`` it to look
+    inside). ``job["status"]`` reads a field by name as well as ``job.status`` does, for faces written when
+    jobs were dicts.
+    """
+
+    id: int
+    type: str
+    payload: str
+    priority: int
+    status: str
+    retry_count: int
+    max_retries: int
+    idempotency_key: str | None
+    owner: str
+    worker_id: str | None
+    lease_token: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    available_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    result: str | None
+    error: str | None
+    # A running job's cancellation, progress and snoozes (docs/running-jobs.md): read them through the
+    # properties below, which hide a progress report left over from an earlier attempt.
+    cancel_requested_at: datetime | None
+    cancel_requested_by: str | None
+    progress_percent: int | None
+    progress_note: str | None
+    progress_at: datetime | None
+    snooze_count: int
+
+    def __getitem__(self, name: str) -> Any:  # type: ignore[override]
+        return getattr(self, name)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether someone asked to cancel this running job and it has not stopped yet (a job completed
+        despite the request keeps the request's time and asker, but is no longer to be stopped)."""
+        return self.status == "running" and self.cancel_requested_at is not None
+
+    def _reported(self, value: Any) -> Any:
+        # A progress report belongs to the attempt running when it came: a later claim makes it stale.
+        at, claimed = self.progress_at, self.claimed_at
+        current = self.status == "running" and at is not None and claimed is not None and at >= claimed
+        return value if current else None
+
+    @property
+    def progress(self) -> int | None:
+        """The attempt's 0..100."""
+        return self._reported(self.progress_percent)
+
+    @property
+    def progress_message(self) -> str | None:
+        """Its message."""
+        return self._reported(self.progress_note)
+
+    @property
+    def progress_updated_at(self) -> datetime | None:
+        """Its report's time."""
+        return self._reported(self.progress_at)
+
+
+JOB_FIELDS: tuple[str, ...] = JobRecord._fields
+JOB_COLUMNS = ", ".join(JOB_FIELDS)
+
+
+class EventRecord(NamedTuple):
+    """One row of a job's history. ``attempt`` is the attempt the event belongs to (0 before the first)."""
+
+    id: int
+    at: datetime
+    event: str
+    actor: str
+    attempt: int
+    error: str | None
+
+    def __getitem__(self, name: str) -> Any:  # type: ignore[override]
+        return getattr(self, name)
+
+
+def claim_order(job: JobRecord) -> tuple[int, datetime, int]:
+    """The sort key of claim order (README, Claim order): an UPDATE's RETURNING has no order of its own."""
+    return (-job.priority, job.available_at, job.id)
 
 
 class NewJob(NamedTuple):
@@ -123,6 +217,33 @@ class KeyRow(NamedTuple):
     username: str | None
     role: str | None
     active: bool | None
+
+
+class Firing(NamedTuple):
+    """One slot to fire. A due schedule is guarded by its ``revision`` and stored next fire time ``due``,
+    and moves to ``next_fire``; all three are None for "run now". ``slot`` keys the fire row (the slot
+    fired, or the first one passed over); ``job`` is None when the slot is passed over. ``audit`` is
+    (actor, action) for a person's act. Fire rows older than ``forget_before`` are deleted: no slot that
+    old can come due again."""
+
+    schedule_id: int
+    name: str
+    slot: datetime
+    due: datetime | None
+    revision: int | None
+    next_fire: datetime | None
+    job: NewJob | None
+    owner: str
+    forget_before: datetime
+    audit: tuple[str, str] | None = None
+
+
+class Fired(NamedTuple):
+    """What a firing did: ``fired`` False when the slot was not (or no longer) due or already fired
+    (another server did it); ``job`` the job it made, if any."""
+
+    fired: bool
+    job: JobRecord | None
 
 
 class JobSearch(NamedTuple):

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from queuelog.auth import hash_key, hash_password, key_digest, new_key, password_matches
 from queuelog.db import Database
-from queuelog.engines import QueueEngine, engine_for
+from queuelog.engines import Engine, engine_for
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
 from queuelog.principal import Principal
 from queuelog.refusals import AlreadyExists, AuthError, Refusal, check_password
@@ -50,7 +50,7 @@ class AdminStore:
     time, so that a revoked key is refused on the very next request. New passwords are hashed with the
     database's method (``Database.password_hash``, from QUEUELOG_PASSWORD_HASH)."""
 
-    def __init__(self, db: Database, *, engine: QueueEngine | None = None):
+    def __init__(self, db: Database, *, engine: Engine | None = None):
         self.db = db
         self.engine = engine if engine is not None else engine_for(db)
 

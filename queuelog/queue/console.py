@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from queuelog import metrics
 from queuelog.engines.records import JobSearch, SearchPage
-from queuelog.engines.search_sql import STATUS_SETS
+from queuelog.engines.search import STATUS_SETS
 from queuelog.queue.core import Queue
 
 ACTIONS = tuple(STATUS_SETS)  # retry, cancel, delete

@@ -39,7 +39,7 @@ class Queue(LongPolls, RunningJobs):
     """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``; and
     running jobs' cancellation, progress and snoozes (running.py).
 
-    Jobs come back as ``JobRecord`` (queuelog/engines/base.py). A refused transition raises a
+    Jobs come back as ``JobRecord`` (queuelog/engines/records.py). A refused transition raises a
     ``QueueError`` with a code (queue/errors.py): ``JobNotFound``, ``NotLeaseHolder`` (the same whatever the
     job's state), ``InvalidState`` or ``IdempotencyKeyReused``.
     """

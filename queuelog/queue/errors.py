@@ -24,7 +24,7 @@ class Code(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # job_id: the job the key names
     PRIORITY_NOT_ALLOWED = "priority_not_allowed"  # ceiling: the highest priority the caller may use
     UNKNOWN_TYPE = "unknown_type"  # type, allowed: the enabled names, sorted
-    SCHEMA_UNUSABLE = "schema_unusable"  # type: its saved schema cannot be applied
+    SCHEMA_UNUSABLE = "schema_unusable"  # type (the name): its saved schema cannot be applied
     SCHEMA_MISMATCH = "schema_mismatch"  # reason: the JSON Schema library's own (English) words
     NOT_AN_OBJECT = "not_an_object"  # a payload or result that is not a JSON object
     TOO_DEEP = "too_deep"  # limit: levels

@@ -16,7 +16,7 @@ from queuelog.engines.records import counts_by_type
 from queuelog.queue.errors import Code, InvalidValues, JobValidationError
 
 if TYPE_CHECKING:
-    from queuelog.engines import QueueEngine
+    from queuelog.engines import Engine
     from queuelog.models import JobType
 
 MAX_CONCURRENCY = 10_000
@@ -74,7 +74,7 @@ def limit_changes(current: JobType, given: Mapping[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def running_by_type(engine: QueueEngine) -> dict[str, int]:
+def running_by_type(engine: Engine) -> dict[str, int]:
     """How many jobs of each type are running now, from the queue's counts by status and type."""
     return running_of(counts_by_type(engine.counts()))
 

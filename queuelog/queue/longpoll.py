@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from queuelog.engines import JobRecord, QueueEngine
+from queuelog.engines import Engine, JobRecord
 
 
 class LongPolls:
@@ -15,7 +15,7 @@ class LongPolls:
     condition variable, ``_arrivals``); jobs enqueued by other processes are found by a cheap read-only
     probe every ``poll_interval`` seconds."""
 
-    engine: QueueEngine
+    engine: Engine
     clock: Callable[[], datetime]
     poll_interval: float
     _arrivals: threading.Condition

@@ -1,7 +1,7 @@
 """Read-only views for the admin console (docs/console.md): the workers page and the per-type figures.
 
-Every figure comes from bounded reads (ConsoleReads in queuelog/engines/console.py): the running jobs, and
-samples of the newest finished jobs. When a sample is full it covers less than its window; the views say
+Every figure comes from bounded reads (the console figures of ``Engine``, queuelog/engines/engine.py): the
+running jobs, and samples of the newest finished jobs. When a sample is full it covers less than its window; the views say
 which stretch of time they cover instead of pretending to cover all of it.
 """
 
@@ -11,9 +11,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from queuelog.engines.console import ConsoleReads
 from queuelog.engines.records import FinishedJob, HeldJob, WorkerKeyRow, counts_by_type
 from queuelog.models import STATUSES
 from queuelog.queue.core import Queue
@@ -97,7 +96,7 @@ class ConsoleStats:
 
     def __init__(self, queue: Queue):
         self.queue = queue
-        self.engine = cast(ConsoleReads, queue.engine)  # both engines implement it (reads.py)
+        self.engine = queue.engine
 
     def workers(self, now: datetime | None = None) -> Workers:
         """Every worker seen within a day (by its key's last use) or holding a job: the jobs it holds,
@@ -122,18 +121,20 @@ class ConsoleStats:
         samples = [
             self.engine.recent_finished(s, since=since, limit=WORKER_SAMPLE) for s in ("completed", "failed")
         ]
-        covered = max([since] + [rows[-1].finished_at for rows in samples if len(rows) == WORKER_SAMPLE])
-        for job in (job for rows in samples for job in rows):
-            if job.worker_id is None or job.finished_at < covered:
+        # Finished jobs: each has its finish time.
+        full = [rows[-1].finished_at for rows in samples if len(rows) == WORKER_SAMPLE]
+        covered = max([since] + [at for at in full if at is not None])
+        for done in (done for rows in samples for done in rows):
+            if done.worker_id is None or done.finished_at is None or done.finished_at < covered:
                 continue
-            worker = view(job.worker_id)
-            if worker.last_report is None or job.finished_at > worker.last_report:
-                worker.last_report = job.finished_at
-            if job.claimed_at is not None and (
-                worker.last_claim is None or job.claimed_at > worker.last_claim
+            worker = view(done.worker_id)
+            if worker.last_report is None or done.finished_at > worker.last_report:
+                worker.last_report = done.finished_at
+            if done.claimed_at is not None and (
+                worker.last_claim is None or done.claimed_at > worker.last_claim
             ):
-                worker.last_claim = job.claimed_at
-            if job.status == "completed":
+                worker.last_claim = done.claimed_at
+            if done.status == "completed":
                 worker.completed += 1
             else:
                 worker.failed += 1
@@ -205,7 +206,9 @@ def _window(rows: Iterable[FinishedJob], since: datetime) -> WindowFigures:
 def _hourly(rows: Iterable[FinishedJob], now: datetime) -> list[dict[str, Any]]:
     """Completed and failed jobs per hour over the last 24 hours, oldest hour first."""
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
-    series = [{"minute": start + timedelta(hours=i), "completed": 0, "failed": 0} for i in range(24)]
+    series: list[dict[str, Any]] = [
+        {"minute": start + timedelta(hours=i), "completed": 0, "failed": 0} for i in range(24)
+    ]
     for job in rows:
         if job.finished_at is None or job.finished_at < start or job.status not in ("completed", "failed"):
             continue

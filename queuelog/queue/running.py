@@ -1,7 +1,7 @@
 """The queue layer's part for running jobs (docs/running-jobs.md): asking to cancel one, the worker
 carrying that out, progress reports and snoozes.
 
-Policy only, over the engine's guarded operations (queuelog/engines/running.py): which refusal a caller
+Policy only, over the engine's guarded operations (``Engine``, queuelog/engines/engine.py): which refusal a caller
 sees, and the snooze cap. A refusal never tells a worker anything about a job it does not hold.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from queuelog.engines import JobRecord, QueueEngine, Unchanged
+from queuelog.engines import Engine, JobRecord, Unchanged
 from queuelog.queue.errors import (
     Code,
     InvalidState,
@@ -33,7 +33,7 @@ def _holds(job: JobRecord, worker: str, token: str) -> bool:
 class RunningJobs:
     """Mixed into ``Queue`` (core.py), which provides the engine, clock, lease length and snooze cap."""
 
-    engine: QueueEngine
+    engine: Engine
     clock: Callable[[], datetime]
     lease_seconds: int
     max_snoozes: int

@@ -1,4 +1,4 @@
-"""Periodic jobs: the policy of schedules (docs/schedules.md). The engines hold the SQL (engines/schedules.py).
+"""Periodic jobs: the policy of schedules (docs/schedules.md). The engines hold the SQL (engines/shared.py).
 
 ``Schedules`` checks what admins give (``check``), previews fire times, makes every change through the
 engine with its audit row, and fires the schedules that are due (``fire_due``), which the maintenance loop
@@ -13,17 +13,16 @@ import logging
 import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from queuelog.engines.records import NewJob
-from queuelog.engines.schedules import Fired, Firing, ScheduleEngine
+from queuelog.engines.records import Fired, Firing, NewJob
 from queuelog.models import Schedule
 from queuelog.queue.cron import MAX_INTERVAL_SECONDS, Timing, cron_refusal, place_zone, slot_after, upcoming
 from queuelog.queue.errors import Code, InvalidValues, JobValidationError, QueueError
 from queuelog.queue.spec import JobSpec
 
 if TYPE_CHECKING:
-    from queuelog.engines.base import JobRecord
+    from queuelog.engines.records import JobRecord
     from queuelog.queue.core import Queue
 
 log = logging.getLogger("queuelog.schedules")
@@ -107,7 +106,7 @@ class Schedules:
 
     def __init__(self, queue: Queue):
         self.queue = queue
-        self.engine = cast(ScheduleEngine, queue.engine)
+        self.engine = queue.engine
 
     # -- checks and previews ------------------------------------------------------------------------
 
@@ -279,6 +278,9 @@ class Schedules:
 
     def _fire(self, schedule: Schedule, now: datetime) -> Fired:
         """Fire a due schedule's slot as ``plan`` says, in one guarded transaction of the engine."""
+        due = schedule.next_fire_at
+        if due is None:  # never due (due_schedules reads none such): a firing without it would be "run now"
+            return Fired(False, None)
         slot, following = self.plan(schedule, now)
         job = None
         if slot is not None:
@@ -288,7 +290,7 @@ class Schedules:
             except JobValidationError as exc:
                 log.warning("schedule %s: slot %s passed over: %s", schedule.name, slot, exc)
         firing = Firing(
-            schedule.id, schedule.name, slot or schedule.next_fire_at, schedule.next_fire_at,
+            schedule.id, schedule.name, slot or due, due,
             schedule.revision, following,
             job, owner_of(schedule.name), (slot or now) - FORGET_AFTER,
         )  # fmt: skip

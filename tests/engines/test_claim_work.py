@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuelog.engines import postgres_sql
+from queuelog.engines.postgres import sql as postgres_sql
 from tests.engines.conftest import NOW, new, set_type
 from tests.engines.test_conformance import FIXED, claim
 from tests.engines.test_conformance_flow import hold

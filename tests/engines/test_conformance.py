@@ -1,22 +1,18 @@
-"""Every ``QueueEngine`` operation, run against each engine directly (no app): both must behave alike.
+"""Every ``Engine`` operation, run against each engine directly (no app): both must behave alike.
 
 Times are passed in (``NOW`` and ``later(s)``), so leases, backoffs and delays are exact and no test sleeps.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from queuelog.engines import Backoff, JobRecord, KeyConflict, QueueEngine, Unchanged
-from queuelog.engines.console import ConsoleReads, SearchOperations
+from queuelog.engines import Backoff, JobRecord, KeyConflict, Unchanged
 from queuelog.engines.postgres import PostgresEngine
-from queuelog.engines.running import RunningOperations
-from queuelog.engines.schedules import ScheduleEngine
 from queuelog.engines.sqlite import SQLiteEngine
 from tests.engines.conftest import NOW, later, new, set_type
 
@@ -30,25 +26,6 @@ def claim(engine, worker="w", *, at=NOW, lease=30, limit=1, types=None, backoff=
 
 def history(engine, job_id):
     return [(e.event, e.actor, e.attempt) for e in engine.events(job_id)]
-
-
-@pytest.mark.parametrize(
-    ("protocol", "some"),
-    [
-        (QueueEngine, {"insert", "claim", "complete_many", "prune", "events", "counts", "api_key"}),
-        (RunningOperations, {"request_cancel", "cancel_held", "report_progress", "snooze"}),
-        (SearchOperations, {"search", "count_matching", "newest_id", "bulk"}),
-        (ConsoleReads, {"held_jobs", "recent_finished", "worker_keys"}),
-        (ScheduleEngine, {"add_schedule", "due_schedules", "fire_schedule"}),
-    ],
-)
-def test_both_engines_offer_every_operation_with_the_same_signature(protocol, some):
-    operations = [name for name in vars(protocol) if not name.startswith("_") and name != "name"]
-    assert some <= set(operations)
-    for name in operations:
-        expected = inspect.signature(getattr(protocol, name))
-        for cls in (SQLiteEngine, PostgresEngine):
-            assert inspect.signature(getattr(cls, name)) == expected, (cls.__name__, name)
 
 
 def test_engine_for_picks_the_databases_engine(db, engine):

@@ -1,4 +1,4 @@
-"""The console's reads (ConsoleReads in queuelog/engines/console.py), run against each engine directly (no app):
+"""The console's reads (``Engine``: queuelog/engines/engine.py), run against each engine directly (no app):
 held jobs and their counts, the newest finished jobs, a type's newest jobs, and recently used worker keys."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def set_last_used(db, engine, name, at):
         "postgresql": "UPDATE api_keys SET last_used_at = %(at)s WHERE name = %(name)s",
     }[engine.name]
     with db.cursor(write=True) as cur:
-        cur.execute(statement, {"at": engine.sql.bind_time(at), "name": name})
+        cur.execute(statement, {"at": engine.dialect.bind_time(at), "name": name})
 
 
 def test_worker_keys_are_those_used_recently_revoked_or_not(db, engine):

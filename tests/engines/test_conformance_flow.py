@@ -252,7 +252,7 @@ def test_eight_workers_past_a_held_types_backlog_take_every_other_job_once(db, e
 
 def test_a_limit_set_between_two_claims_holds_at_the_next(db, engine):
     """The PostgreSQL engine looks only every few seconds whether any type is held back, to pick the
-    cheaper statement while none is (queuelog/engines/postgres.py): a look a moment old must never let a
+    cheaper statement while none is (queuelog/engines/postgres/engine.py): a look a moment old must never let a
     claim pass a limit."""
     engine.held_check_seconds = 3600
     engine.insert("alice", [new("email") for _ in range(3)], NOW)

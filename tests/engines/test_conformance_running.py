@@ -1,4 +1,4 @@
-"""The engines' operations on running jobs (queuelog/engines/running.py; docs/running-jobs.md): asking to
+"""The engines' operations on running jobs (``Engine`` in queuelog/engines/engine.py; docs/running-jobs.md): asking to
 cancel one, the worker carrying it out, a lease that expires meanwhile, progress reports and snoozes. Run
 against each engine directly, with exact times; both must behave alike."""
 

@@ -1,4 +1,4 @@
-"""Conformance of the schedules' operations (engines/schedules.py) on both engines, without Flask: the
+"""Conformance of the schedules' operations (engines/shared.py) on both engines, without Flask: the
 management writes with their audit rows, and firing a slot: once, with its job, history and counts."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from queuelog.db import Database
 from queuelog.engines import engine_for
-from queuelog.engines.schedules import Firing
+from queuelog.engines.records import Firing
 from tests.engines.conftest import NOW, count_jobs, later, new
 
 DAY = timedelta(days=1)

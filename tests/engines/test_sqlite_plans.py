@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from queuelog.db import Database
-from queuelog.engines import sqlite_sql
+from queuelog.engines.sqlite import sql as sqlite_sql
 
 PARAMS = {"now": "x", "limit": 1, "worker": "w", "token": "t", "expires": "e", "types": "[]"}
 

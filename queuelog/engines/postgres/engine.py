@@ -1,5 +1,5 @@
-"""The PostgreSQL engine: ``QueueEngine`` on a PostgreSQL database (contracts in base.py; statements in
-postgres_sql.py).
+"""The PostgreSQL engine: ``Engine`` on a PostgreSQL database (contracts in queuelog/engines/engine.py;
+every statement in sql.py).
 
 Every transition is one autocommitted statement that writes its own history row, so a report or a claim
 is one round trip (README, Performance). A transaction PostgreSQL aborted to break a deadlock changed
@@ -14,23 +14,25 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event
 
 from queuelog.db import Database, DatabaseUnavailable
-from queuelog.engines import postgres_sql
-from queuelog.engines.base import JobRecord, claim_order
-from queuelog.engines.job_types import OrmJobTypes
-from queuelog.engines.postgres_sql import (
+from queuelog.engines.engine import Engine
+from queuelog.engines.postgres.sql import (
     ANY_HELD,
+    BULK,
     BY_KEY,
     CANCEL,
+    CANCEL_HELD,
     CLAIM,
     CLAIM_IN_ORDER,
     COMPLETE,
     COMPLETE_MANY,
+    DIALECT,
     EXPIRE,
+    EXPIRE_CANCELLED,
     FAIL,
     GET,
     HEARTBEAT,
@@ -40,18 +42,22 @@ from queuelog.engines.postgres_sql import (
     LOCK_LIMITED,
     MINUTE,
     PICK,
+    PROGRESS,
     PRUNE,
     PRUNE_THROUGHPUT,
+    REQUEST_CANCEL,
     RETRY,
+    SETTLE_AND_LOCK,
+    SNOOZE,
     bind_items,
     bind_json,
     decode_job,
 )
-from queuelog.engines.reads import EngineReads, SearchReads
-from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
-from queuelog.engines.schedules import ScheduleOps
+from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.shared import SharedEngine
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _utc_session(dbapi_connection: Any, _record: Any) -> None:
@@ -63,13 +69,13 @@ def _utc_session(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.commit()
 
 
-def retry_aborted(method: F) -> F:
+def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
     """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
     serialization conflict (rare: the counter triggers write in key order). The aborted transaction
     changed nothing, so running it again is safe; after 5 tries the error goes up."""
 
     @wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         for attempt in range(5):
             try:
                 return method(*args, **kwargs)
@@ -79,11 +85,7 @@ def retry_aborted(method: F) -> F:
                 time.sleep(random.random() * 0.01 * 2**attempt)
         raise AssertionError("unreachable")
 
-    return wrapper  # type: ignore[return-value]
-
-
-# After retry_aborted, which the running jobs' operations use too.
-from queuelog.engines.postgres_running import EXPIRE_CANCELLED, SETTLE_AND_LOCK, PostgresRunning  # noqa: E402
+    return wrapper
 
 
 def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
@@ -95,17 +97,16 @@ def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: di
     return cur.fetchall()
 
 
-class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, PostgresRunning):
-    """``QueueEngine`` on PostgreSQL (queuelog/engines/base.py states each operation's contract)."""
+class PostgresEngine(SharedEngine):
+    """``Engine`` on PostgreSQL (queuelog/engines/engine.py states each operation's contract)."""
 
-    name = "postgresql"
-    sql = postgres_sql  # statements and decoders, for the shared reads (reads.py)
+    dialect = DIALECT
 
     # How long a claim trusts the last look at whether any type has a limit or is paused (seconds).
     held_check_seconds = 2.0
 
     def __init__(self, db: Database):
-        self.db = db
+        super().__init__(db)
         self._held_checked_until = 0.0
         self._any_held = True
         if not event.contains(db.engine, "connect", _utc_session):
@@ -202,7 +203,7 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
     def _claim_statement(self, cur: Any, typed: bool) -> str:
-        """The claim statement that carries both ways (postgres_sql.py), or, while no type has a limit or is
+        """The claim statement that carries both ways (sql.py), or, while no type has a limit or is
         paused, the one in order alone, which costs the server less planning. Whether any has is looked
         at every ``held_check_seconds``: both statements claim right whatever the types are, so a look a
         moment old costs time at most, never a wrong claim."""
@@ -314,10 +315,94 @@ class PostgresEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, Postgre
         with self.db.cursor(write=True, autocommit=True) as cur:
             return cur.execute(statement, params).rowcount
 
-    # -- bulk actions (the console; SearchOperations in console.py) ------------------------------------------
+    # -- running jobs (docs/running-jobs.md) -------------------------------------------------------------
+
+    @retry_aborted
+    def request_cancel(
+        self, job_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> JobRecord | Unchanged:
+        params = {"id": job_id, "now": now, "actor": actor, "owner": owner}
+        return self._guarded(REQUEST_CANCEL[owner is not None], params)
+
+    @retry_aborted
+    def cancel_held(
+        self, job_id: int, worker: str, token: str, *, now: datetime, error: str | None = None
+    ) -> JobRecord | Unchanged:
+        params = {"id": job_id, "worker": worker, "token": token, "now": now, "error": error}
+        return self._guarded(CANCEL_HELD, params)
+
+    @retry_aborted
+    def report_progress(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        percent: int | None,
+        message: str | None,
+    ) -> JobRecord | Unchanged:
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": now,
+            "expires": now + timedelta(seconds=lease_seconds),
+            "percent": percent,
+            "message": message,
+        }
+        return self._guarded(PROGRESS, params)
+
+    @retry_aborted
+    def snooze(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        delay_seconds: float,
+        max_snoozes: int,
+    ) -> JobRecord | Unchanged:
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": now,
+            "available_at": now + timedelta(seconds=delay_seconds),
+            "max_snoozes": max_snoozes,
+        }
+        return self._guarded(SNOOZE, params)
+
+    # -- bulk actions (the console) ----------------------------------------------------------------------
 
     @retry_aborted
     def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
         params = {"ids": [int(i) for i in job_ids], "now": now, "actor": actor}
         with self.db.cursor(write=True, autocommit=True) as cur:
-            return sorted(row[0] for row in cur.execute(postgres_sql.BULK[action], params).fetchall())
+            return sorted(row[0] for row in cur.execute(BULK[action], params).fetchall())
+
+    # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
+
+    def _insert_fired(self, cur: Any, owner: str, new: NewJob, now: datetime) -> JobRecord:
+        """The job's INSERT, which writes its history row itself."""
+        params = {
+            "type": new.type,
+            "payload": bind_json(new.payload_json),
+            "priority": new.priority,
+            "max_retries": new.max_retries,
+            "key": None,
+            "fingerprint": None,
+            "owner": owner,
+            "available_at": new.available_at,
+            "now": now,
+        }
+        rows = cur.execute(INSERT, params).fetchall()
+        return decode_job(rows[0])
+
+
+def make_engine(db: Database) -> Engine:
+    """The PostgreSQL engine for ``db``, typed as the protocol: mypy checks here that ``PostgresEngine`` has
+    every method of ``Engine`` with its signature."""
+    return PostgresEngine(db)

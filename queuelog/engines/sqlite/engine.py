@@ -1,4 +1,5 @@
-"""The SQLite engine: ``QueueEngine`` over one SQLite file (contracts in base.py; statements in sqlite_sql.py).
+"""The SQLite engine: ``Engine`` over one SQLite file (contracts in queuelog/engines/engine.py; every
+statement in sql.py).
 
 Every write is one ``BEGIN IMMEDIATE`` transaction behind the Database's writer locks (README,
 Configuration): the guarded UPDATE, the backoff it implies and the history rows are written together, and
@@ -15,23 +16,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from queuelog.db import Database
-from queuelog.engines import sqlite_sql
-from queuelog.engines.base import JobRecord, claim_order
-from queuelog.engines.job_types import OrmJobTypes
-from queuelog.engines.reads import EngineReads, SearchReads
-from queuelog.engines.records import Backoff, Claimed, KeyConflict, NewJob, Unchanged
-from queuelog.engines.schedules import ScheduleOps
-from queuelog.engines.sqlite_running import SQLiteRunning
-from queuelog.engines.sqlite_sql import (
+from queuelog.engines.engine import Engine
+from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.shared import SharedEngine, first_row
+from queuelog.engines.sqlite.sql import (
+    BULK,
+    BULK_DELETE_HISTORY,
+    BULK_EVENT,
     BY_KEY,
     CANCEL,
+    CANCEL_HELD,
     CLAIM_BY_TYPE,
     CLAIM_IN_ORDER,
     CLAIM_PROBE,
     COMPLETE,
     COMPLETE_MANY,
+    DIALECT,
     EVENT,
     EXPIRE,
+    EXPIRE_CANCELLED,
     FAIL,
     GET,
     HEARTBEAT,
@@ -40,11 +43,14 @@ from queuelog.engines.sqlite_sql import (
     LEASE_DUE,
     MINUTE,
     PICK,
+    PROGRESS,
     PRUNE,
     PRUNE_HISTORY,
     PRUNE_THROUGHPUT,
+    REQUEST_CANCEL,
     RETRY,
     SET_AVAILABLE,
+    SNOOZE,
     SPEND,
     bind_items,
     bind_time,
@@ -52,14 +58,7 @@ from queuelog.engines.sqlite_sql import (
 )
 
 
-def _first(cur: Any) -> Any:
-    """The first row or None. Every row is read: SQLite finishes a RETURNING statement only when it is
-    stepped to the end."""
-    rows = cur.fetchall()
-    return rows[0] if rows else None
-
-
-def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> None:
+def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
     """Add history rows: (job_id, at, event, actor, attempt, error)."""
     if len(events) == 1:
         cur.execute(EVENT, events[0])
@@ -67,14 +66,10 @@ def _log(cur: Any, events: list[tuple[int, str, str, str, int, str | None]]) -> 
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRunning):
-    """``QueueEngine`` on SQLite (queuelog/engines/base.py states each operation's contract)."""
+class SQLiteEngine(SharedEngine):
+    """``Engine`` on SQLite (queuelog/engines/engine.py states each operation's contract)."""
 
-    name = "sqlite"
-    sql = sqlite_sql  # statements and decoders, for the shared reads (reads.py)
-
-    def __init__(self, db: Database):
-        self.db = db
+    dialect = DIALECT
 
     def _locate(self, cur: Any, job_id: int) -> JobRecord | None:
         row = cur.execute(GET, {"id": job_id}).fetchone()
@@ -82,7 +77,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
 
     def _guarded(self, cur: Any, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
         """Run a guarded UPDATE of job ``params["id"]``: the job as changed, or Unchanged with it as it is."""
-        row = _first(cur.execute(statement, params))
+        row = first_row(cur.execute(statement, params))
         return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
 
     def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
@@ -102,7 +97,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
                     "now": ts,
                 }
                 statement = INSERT if new.idempotency_key is None else INSERT_IDEMPOTENT
-                row = _first(cur.execute(statement, params))
+                row = first_row(cur.execute(statement, params))
                 if row is not None:
                     out.append((decode_job(row), True))
                     continue
@@ -139,7 +134,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
             due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
             # First: a job settled here may be claimed at once.
             expired = self._expire(cur, now, backoff) if due else []
-            # Down the claim index while it has nothing to pass over; else type by type (sqlite_sql.py).
+            # Down the claim index while it has nothing to pass over; else type by type (sql.py).
             if types or waiting:
                 statement = CLAIM_BY_TYPE[bool(types)]
             else:
@@ -218,7 +213,7 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
 
     def _expire(self, cur: Any, now: datetime, backoff: Backoff) -> list[JobRecord]:
         ts = bind_time(now)
-        self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried (sqlite_running.py)
+        self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried
         rows = cur.execute(EXPIRE, {"now": ts}).fetchall()
         jobs = [self._push_back(cur, decode_job(row), now, backoff) for row in rows]
         events = []
@@ -271,17 +266,122 @@ class SQLiteEngine(EngineReads, SearchReads, OrmJobTypes, ScheduleOps, SQLiteRun
             cur.execute(PRUNE_THROUGHPUT, {"minute": throughput_before.astimezone(UTC).strftime(MINUTE)})
         return total
 
-    # -- bulk actions (the console; SearchOperations in console.py) ------------------------------------------
+    # -- running jobs (docs/running-jobs.md) -------------------------------------------------------------
+
+    def request_cancel(
+        self, job_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        params = {"id": job_id, "now": ts, "actor": actor, "owner": owner}
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, REQUEST_CANCEL[owner is not None], params)
+            if not isinstance(job, Unchanged):
+                cur.execute(EVENT, (job_id, ts, "cancel_requested", actor, job.retry_count + 1, None))
+        return job
+
+    def cancel_held(
+        self, job_id: int, worker: str, token: str, *, now: datetime, error: str | None = None
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        params = {"id": job_id, "worker": worker, "token": token, "now": ts, "error": error}
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, CANCEL_HELD, params)
+            if not isinstance(job, Unchanged):
+                cur.execute(EVENT, (job_id, ts, "cancelled", worker, job.retry_count + 1, error))
+        return job
+
+    def _expire_cancelled(self, cur: Any, ts: str) -> None:
+        """End cancelled, by ``system``, the running jobs whose cancellation was requested and whose lease
+        expired before ``ts``: part of settling expired leases, in its transaction."""
+        jobs = [decode_job(row) for row in cur.execute(EXPIRE_CANCELLED, {"now": ts}).fetchall()]
+        if jobs:
+            cur.executemany(EVENT, [(j.id, ts, "cancelled", "system", j.retry_count + 1, None) for j in jobs])
+
+    def report_progress(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        percent: int | None,
+        message: str | None,
+    ) -> JobRecord | Unchanged:
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": bind_time(now),
+            "expires": bind_time(now + timedelta(seconds=lease_seconds)),
+            "percent": percent,
+            "message": message,
+        }
+        with self.db.cursor(write=True) as cur:
+            return self._guarded(cur, PROGRESS, params)
+
+    def snooze(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        delay_seconds: float,
+        max_snoozes: int,
+    ) -> JobRecord | Unchanged:
+        ts = bind_time(now)
+        params = {
+            "id": job_id,
+            "worker": worker,
+            "token": token,
+            "now": ts,
+            "available_at": bind_time(now + timedelta(seconds=delay_seconds)),
+            "max_snoozes": max_snoozes,
+        }
+        with self.db.cursor(write=True) as cur:
+            job = self._guarded(cur, SNOOZE, params)
+            if not isinstance(job, Unchanged):
+                event = "cancelled" if job.status == "cancelled" else "snoozed"
+                cur.execute(EVENT, (job_id, ts, event, worker, job.retry_count + 1, None))
+        return job
+
+    # -- bulk actions (the console) ----------------------------------------------------------------------
 
     def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
         ts = bind_time(now)
         ids = json.dumps([int(i) for i in job_ids])
         with self.db.cursor(write=True) as cur:
-            changed = cur.execute(sqlite_sql.BULK[action], {"ids": ids, "now": ts}).fetchall()
-            event = sqlite_sql.BULK_EVENT.get(action)
+            changed = cur.execute(BULK[action], {"ids": ids, "now": ts}).fetchall()
+            event = BULK_EVENT.get(action)
             if event:
                 # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
                 _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
             elif changed:
-                cur.execute(sqlite_sql.BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
+                cur.execute(BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
         return sorted(i for i, _ in changed)
+
+    # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
+
+    def _insert_fired(self, cur: Any, owner: str, new: NewJob, now: datetime) -> JobRecord:
+        ts = bind_time(now)
+        params = {
+            "type": new.type,
+            "payload": new.payload_json,
+            "priority": new.priority,
+            "max_retries": new.max_retries,
+            "key": None,
+            "fingerprint": None,
+            "owner": owner,
+            "available_at": bind_time(new.available_at),
+            "now": ts,
+        }
+        job = decode_job(first_row(cur.execute(INSERT, params)))
+        _log(cur, [(job.id, ts, "enqueued", owner, 0, None)])
+        return job
+
+
+def make_engine(db: Database) -> Engine:
+    """The SQLite engine for ``db``, typed as the protocol: mypy checks here that ``SQLiteEngine`` has every
+    method of ``Engine`` with its signature."""
+    return SQLiteEngine(db)

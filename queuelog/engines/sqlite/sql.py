@@ -1,4 +1,5 @@
-"""The SQLite engine's statements, binding and row decoding (the engine itself: sqlite.py; its reads: reads.py).
+"""Every statement of the SQLite engine, its binding and row decoding, and its ``DIALECT`` for the shared
+operations (the engine itself: engine.py; the shared operations: queuelog/engines/shared.py).
 
 Times are stored as text in the format SQLAlchemy's DateTime uses on SQLite (sortable, UTC), so that the
 ORM and the engine read each other's rows; JSON as text. Statements go to sqlite3 as written, with its
@@ -14,7 +15,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from queuelog.engines.base import JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.dialect import Dialect
+from queuelog.engines.records import JOB_COLUMNS, JOB_FIELDS, JobRecord
 
 _HOLDER = "id = :id AND status = 'running' AND worker_id = :worker AND lease_token = :token"
 _RETRYING = ":retryable = 1 AND retry_count < max_retries"
@@ -188,6 +190,46 @@ PRUNE = f"DELETE FROM jobs WHERE id IN ({_PRUNABLE})"
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < :minute"
 
 
+# -- running jobs (docs/running-jobs.md): each one guarded statement, with its history row ----------
+
+REQUEST_CANCEL = {
+    own: "UPDATE jobs SET cancel_requested_at = :now, cancel_requested_by = :actor, updated_at = :now"
+    f" WHERE id = :id AND status = 'running' AND cancel_requested_at IS NULL{mine} RETURNING {JOB_COLUMNS}"
+    for own, mine in ((False, ""), (True, " AND owner = :owner"))
+}
+# A job whose cancellation was requested ends cancelled; the request is cleared, so that a job retried
+# later does not start out cancelled again (its history keeps who asked).
+_END_CANCELLED = (
+    "status = 'cancelled', finished_at = :now, updated_at = :now, lease_token = NULL, lease_expires_at = NULL,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL"
+)
+CANCEL_HELD = (
+    f"UPDATE jobs SET {_END_CANCELLED}, error = coalesce(:error, error) WHERE {_HOLDER} AND {_CANCELLING}"
+    f" RETURNING {JOB_COLUMNS}"
+)
+# Run before expired leases are settled (EXPIRE), in the same transaction: a job nobody stopped after its
+# cancellation was requested is not retried.
+EXPIRE_CANCELLED = (
+    f"UPDATE jobs INDEXED BY ix_jobs_lease SET {_END_CANCELLED} WHERE status = 'running'"
+    f" AND lease_expires_at < :now AND {_CANCELLING} RETURNING {JOB_COLUMNS}"
+)
+# max(): with app servers whose clocks differ a little, a report still counts for the attempt it is for.
+PROGRESS = (
+    "UPDATE jobs SET lease_expires_at = :expires, updated_at = :now, progress_percent = :percent,"
+    f" progress_note = :message, progress_at = max(:now, claimed_at) WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+)
+# Every SET expression reads the row as it was, so each CASE sees the request the statement clears.
+SNOOZE = (
+    f"UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' ELSE 'pending' END,"
+    f" finished_at = CASE WHEN {_CANCELLING} THEN :now ELSE NULL END,"
+    f" available_at = CASE WHEN {_CANCELLING} THEN available_at ELSE :available_at END,"
+    f" snooze_count = CASE WHEN {_CANCELLING} THEN snooze_count ELSE snooze_count + 1 END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL, updated_at = :now, lease_token = NULL,"
+    f" lease_expires_at = NULL WHERE {_HOLDER} AND (snooze_count < :max_snoozes OR {_CANCELLING})"
+    f" RETURNING {JOB_COLUMNS}"
+)
+
+
 def bind_json(text: str | None) -> str | None:
     """A JSON document the caller has already serialized: stored as the text it is."""
     return text
@@ -249,7 +291,7 @@ def parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value + "+00:00")  # 7x .replace(tzinfo=)
 
 
-decode_time = parse_time  # the name the shared reads use (reads.py)
+decode_time = parse_time
 
 
 def schema_text(schema: str | None) -> str | None:
@@ -285,7 +327,7 @@ BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each
 BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
 
 
-# -- the console's reads (reads.py; ConsoleReads in console.py) ---------------------------------------------------------
+# -- the console's figures (shared.py) ----------------------------------------------------------------
 
 _SAMPLE = "SELECT id, type, status, worker_id, available_at, claimed_at, finished_at FROM jobs"
 # Running jobs only: through the partial index of leases (or the status index), never the whole table.
@@ -310,4 +352,79 @@ RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = :type ORDER BY id DESC LIMIT :limit"
 WORKER_KEYS = (
     "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
     " AND last_used_at >= :since ORDER BY last_used_at DESC LIMIT :limit"
+)
+
+
+# -- firing a schedule's slot (shared.py) ---------------------------------------------------------------
+
+ADVANCE_SCHEDULE = (
+    "UPDATE schedules SET next_fire_at = :next, last_fire_at = COALESCE(:last, last_fire_at) WHERE id = :id"
+    " AND revision = :revision AND next_fire_at = :due AND NOT paused RETURNING id"
+)
+TOUCH_SCHEDULE = (
+    "UPDATE schedules SET last_fire_at = :slot WHERE id = :id RETURNING id"  # "run now": it exists
+)
+CLAIM_SLOT = (
+    "INSERT INTO schedule_fires (schedule_id, slot_at, job_id, fired_at) VALUES (:id, :slot, NULL, :now)"
+    " ON CONFLICT DO NOTHING RETURNING schedule_id"
+)
+SET_SLOT_JOB = "UPDATE schedule_fires SET job_id = :job WHERE schedule_id = :id AND slot_at = :slot"
+FORGET_SLOTS = "DELETE FROM schedule_fires WHERE schedule_id = :id AND slot_at < :horizon"
+AUDIT = "INSERT INTO audit_log (at, actor, action, target, detail) VALUES (:now, :actor, :action, :target, :detail)"
+
+
+def _param(name: str) -> str:
+    return f":{name}"
+
+
+def _bind_ids(ids: Sequence[int]) -> str:
+    return json.dumps([int(i) for i in ids])
+
+
+def _bind_path(keys: Sequence[str]) -> str:
+    """A payload path as SQLite's JSON path, each key quoted."""
+    return "$" + "".join(f'."{k}"' for k in keys)
+
+
+DIALECT = Dialect(
+    name="sqlite",
+    param=_param,
+    bind_time=bind_time,
+    decode_time=parse_time,
+    decode_job=decode_job,
+    bind_json=bind_json,
+    schema_text=schema_text,
+    bind_ids=_bind_ids,
+    bind_path=_bind_path,
+    minute=MINUTE,
+    get=GET,
+    list_statement=list_statement,
+    events=EVENTS,
+    counts=COUNTS,
+    oldest=OLDEST,
+    throughput=THROUGHPUT,
+    failures=FAILURES,
+    job_types=JOB_TYPES,
+    api_key=API_KEY,
+    newest_id="SELECT max(id) FROM jobs",
+    held_jobs=HELD_JOBS,
+    held_counts=HELD_COUNTS,
+    recent_finished=RECENT_FINISHED,
+    recent_of_type=RECENT_OF_TYPE,
+    worker_keys=WORKER_KEYS,
+    # Both lower() only fold ASCII on SQLite; instr takes the text literally (no LIKE escapes).
+    error_holds="instr(lower(error), lower(:error)) > 0",
+    ids_among="id IN (SELECT value FROM json_each(:ids))",
+    # Strings as they are, numbers as written, true/false; objects, arrays and null never match.
+    payload_equals=(
+        "(CASE json_type(payload, :payload_path) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'"
+        " WHEN 'object' THEN NULL WHEN 'array' THEN NULL WHEN 'null' THEN NULL"
+        " ELSE CAST(json_extract(payload, :payload_path) AS TEXT) END) = :payload_value"
+    ),
+    advance_schedule=ADVANCE_SCHEDULE,
+    touch_schedule=TOUCH_SCHEDULE,
+    claim_slot=CLAIM_SLOT,
+    set_slot_job=SET_SLOT_JOB,
+    forget_slots=FORGET_SLOTS,
+    audit=AUDIT,
 )

@@ -1,5 +1,5 @@
-"""The PostgreSQL engine's statements, binding and row decoding (the engine itself: postgres.py; its
-reads: reads.py).
+"""Every statement of the PostgreSQL engine, its binding and row decoding, and its ``DIALECT`` for the
+shared operations (the engine itself: engine.py; the shared operations: queuelog/engines/shared.py).
 
 Times are timestamptz, JSON is jsonb. Statements are written in psycopg's own ``%(name)s`` style (a
 literal ``%`` would be ``%%``) and go to the driver as written. Every transition is one statement that
@@ -20,7 +20,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from queuelog.engines.base import JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.dialect import Dialect
+from queuelog.engines.records import JOB_COLUMNS, JOB_FIELDS, JobRecord
 
 _HOLDER = "id = %(id)s AND status = 'running' AND worker_id = %(worker)s AND lease_token = %(token)s"
 _RETRYING = "%(retryable)s AND retry_count < max_retries"
@@ -241,6 +242,56 @@ PRUNE = (
 )
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"
 
+# -- running jobs (docs/running-jobs.md): each one statement that writes its own history row ---------
+
+REQUEST_CANCEL = {
+    own: "WITH r AS (UPDATE jobs SET cancel_requested_at = %(now)s, cancel_requested_by = %(actor)s,"
+    " updated_at = %(now)s WHERE id = %(id)s AND status = 'running' AND cancel_requested_at IS NULL"
+    f"{mine} RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'cancel_requested', %(actor)s, retry_count + 1, NULL"
+    f" FROM r) SELECT {JOB_COLUMNS} FROM r"
+    for own, mine in ((False, ""), (True, " AND owner = %(owner)s"))
+}
+# A job whose cancellation was requested ends cancelled; the request is cleared, so that a job retried
+# later does not start out cancelled again (its history keeps who asked).
+_END_CANCELLED = (
+    "status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s, lease_token = NULL,"
+    " lease_expires_at = NULL, cancel_requested_at = NULL, cancel_requested_by = NULL"
+)
+CANCEL_HELD = (
+    f"WITH c AS (UPDATE jobs SET {_END_CANCELLED}, error = coalesce(%(error)s, error)"
+    f" WHERE {_HOLDER} AND {_CANCELLING} RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}'cancelled', %(worker)s, retry_count + 1, %(error)s FROM c) SELECT {JOB_COLUMNS} FROM c"
+)
+# Run just before expired leases are settled (EXPIRE, CLAIM), with the same time: a job nobody stopped
+# after its cancellation was requested is not retried.
+_SETTLE_CANCELLED = (
+    f"WITH x AS (UPDATE jobs SET {_END_CANCELLED} WHERE status = 'running' AND lease_expires_at < %(now)s"
+    f" AND {_CANCELLING} RETURNING {JOB_COLUMNS}),"
+    f" xe AS ({_EVENT}'cancelled', 'system', retry_count + 1, NULL FROM x)"
+)
+EXPIRE_CANCELLED = f"{_SETTLE_CANCELLED} SELECT {JOB_COLUMNS} FROM x"
+# The claim's first statement: the same, and the limited types' rows locked (LOCK_LIMITED), in one
+# statement of the claim's transaction; the claim statement that follows sees both (docs/flow-control.md).
+SETTLE_AND_LOCK = {typed: f"{_SETTLE_CANCELLED} {lock}" for typed, lock in LOCK_LIMITED.items()}
+# greatest(): with app servers whose clocks differ a little, a report still counts for its attempt.
+PROGRESS = (
+    "UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s, progress_percent = %(percent)s,"
+    " progress_note = %(message)s, progress_at = greatest(%(now)s, claimed_at)"
+    f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+)
+# Every SET expression reads the row as it was, so each CASE sees the request the statement clears.
+SNOOZE = (
+    f"WITH s AS (UPDATE jobs SET status = CASE WHEN {_CANCELLING} THEN 'cancelled' ELSE 'pending' END,"
+    f" finished_at = CASE WHEN {_CANCELLING} THEN %(now)s END,"
+    f" available_at = CASE WHEN {_CANCELLING} THEN available_at ELSE %(available_at)s END,"
+    f" snooze_count = CASE WHEN {_CANCELLING} THEN snooze_count ELSE snooze_count + 1 END,"
+    " cancel_requested_at = NULL, cancel_requested_by = NULL, updated_at = %(now)s, lease_token = NULL,"
+    f" lease_expires_at = NULL WHERE {_HOLDER} AND (snooze_count < %(max_snoozes)s OR {_CANCELLING})"
+    f" RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'snoozed' END, %(worker)s,"
+    f" retry_count + 1, NULL FROM s) SELECT {JOB_COLUMNS} FROM s"
+)
+
 # -- reads --------------------------------------------------------------------------------------------
 
 GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s"
@@ -388,4 +439,79 @@ RECENT_OF_TYPE = f"{_SAMPLE} WHERE type = %(type)s ORDER BY id DESC LIMIT %(limi
 WORKER_KEYS = (
     "SELECT name, created_at, last_used_at, revoked_at FROM api_keys WHERE kind = 'worker'"
     " AND last_used_at >= %(since)s ORDER BY last_used_at DESC LIMIT %(limit)s"
+)
+
+
+# -- firing a schedule's slot (shared.py) ---------------------------------------------------------------
+
+ADVANCE_SCHEDULE = (
+    "UPDATE schedules SET next_fire_at = %(next)s, last_fire_at = COALESCE(%(last)s, last_fire_at)"
+    " WHERE id = %(id)s AND revision = %(revision)s AND next_fire_at = %(due)s AND NOT paused RETURNING id"
+)
+TOUCH_SCHEDULE = "UPDATE schedules SET last_fire_at = %(slot)s WHERE id = %(id)s RETURNING id"  # "run now"
+CLAIM_SLOT = (
+    "INSERT INTO schedule_fires (schedule_id, slot_at, job_id, fired_at) VALUES (%(id)s, %(slot)s, NULL, %(now)s)"
+    " ON CONFLICT DO NOTHING RETURNING schedule_id"
+)
+SET_SLOT_JOB = "UPDATE schedule_fires SET job_id = %(job)s WHERE schedule_id = %(id)s AND slot_at = %(slot)s"
+FORGET_SLOTS = "DELETE FROM schedule_fires WHERE schedule_id = %(id)s AND slot_at < %(horizon)s"
+AUDIT = (
+    "INSERT INTO audit_log (at, actor, action, target, detail)"
+    " VALUES (%(now)s, %(actor)s, %(action)s, %(target)s, %(detail)s)"
+)
+
+
+def _param(name: str) -> str:
+    return f"%({name})s"
+
+
+def _bind_ids(ids: Sequence[int]) -> list[int]:
+    return [int(i) for i in ids]
+
+
+def _bind_path(keys: Sequence[str]) -> list[str]:
+    """A payload path as a text array, for ``#>``."""
+    return list(keys)
+
+
+DIALECT = Dialect(
+    name="postgresql",
+    param=_param,
+    bind_time=bind_time,
+    decode_time=decode_time,
+    decode_job=decode_job,
+    bind_json=bind_json,
+    schema_text=schema_text,
+    bind_ids=_bind_ids,
+    bind_path=_bind_path,
+    minute=MINUTE,
+    get=GET,
+    list_statement=list_statement,
+    events=EVENTS,
+    counts=COUNTS,
+    oldest=OLDEST,
+    throughput=THROUGHPUT,
+    failures=FAILURES,
+    job_types=JOB_TYPES,
+    api_key=API_KEY,
+    newest_id="SELECT max(id) FROM jobs",
+    held_jobs=HELD_JOBS,
+    held_counts=HELD_COUNTS,
+    recent_finished=RECENT_FINISHED,
+    recent_of_type=RECENT_OF_TYPE,
+    worker_keys=WORKER_KEYS,
+    # lower() folds ASCII only, as on SQLite; strpos takes the text literally (no LIKE escapes).
+    error_holds="strpos(lower(error), lower(%(error)s)) > 0",
+    ids_among="id = ANY(%(ids)s)",
+    # Strings as they are, numbers as written, true/false; objects, arrays and null never match.
+    payload_equals=(
+        "(CASE jsonb_typeof(payload #> %(payload_path)s) WHEN 'object' THEN NULL WHEN 'array' THEN NULL"
+        " WHEN 'null' THEN NULL ELSE payload #>> %(payload_path)s END) = %(payload_value)s"
+    ),
+    advance_schedule=ADVANCE_SCHEDULE,
+    touch_schedule=TOUCH_SCHEDULE,
+    claim_slot=CLAIM_SLOT,
+    set_slot_job=SET_SLOT_JOB,
+    forget_slots=FORGET_SLOTS,
+    audit=AUDIT,
 )
