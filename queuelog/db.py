@@ -130,7 +130,7 @@ class Database:
             # workers). Left to SQLite's busy handler, waiting writers poll with sleeps of 1 ms and up.
             # Writes have one connection of their own, kept for the life of the process: no pool checkout
             # and reset per write, and its page cache stays valid from one write to the next, since no other
-            # connection of this process writes in between (README, Performance).
+            # connection of this process writes in between (docs/performance.md#writes-one-transaction-one-round-trip).
             with self._sqlite_writer:
                 pid = os.getpid()
                 if self._writer_pid != pid:  # a connection never crosses a fork: a child opens its own

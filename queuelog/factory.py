@@ -140,7 +140,7 @@ def _invoked() -> str | None:
 def _serving() -> bool:
     """Whether this process is one that serves: gunicorn or any WSGI server, or `flask run`. The other
     `flask` commands (`db upgrade`, `types add`, `shell` ...) create the app to reach its database and
-    leave again: they start no maintenance thread (README, "How it behaves", Retention)."""
+    leave again: they start no maintenance thread (docs/concepts.md#retention)."""
     return _invoked() in (None, "run")
 
 
@@ -358,7 +358,7 @@ def _security_headers(response):
 
 
 class ApiFreeSessions(SecureCookieSessionInterface):
-    """Sessions for the pages only. The JSON API never reads cookies (README, "JSON API"): its requests get
+    """Sessions for the pages only. The JSON API never reads cookies (docs/api.md#authentication-and-errors): its requests get
     Flask's null session, so that no cookie is decoded, checked or signed on its hot path."""
 
     def open_session(self, app: Flask, request: Request):

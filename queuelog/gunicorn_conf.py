@@ -1,6 +1,6 @@
 """gunicorn settings for queuelog, inside the package so that an installed wheel has them too:
 `gunicorn -c python:queuelog.gunicorn_conf 'queuelog:create_app()'` (a checkout's `gunicorn.conf.py` reads
-them from here). README, "Running in production".
+them from here). docs/operations.md#deployment-with-gunicorn-and-postgresql.
 
 Each value can be overridden on the command line or through the environment variables named below.
 """

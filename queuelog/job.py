@@ -4,7 +4,7 @@ One definition serves both clients: the worker hands a ``Job`` to each handler, 
 (``queuelog.client``) returns them from enqueue, get, list and wait. Standard library only. A handler's
 job also talks back while it runs (docs/running-jobs.md): ``report_progress``, ``should_stop``,
 ``check_cancelled`` and ``snooze`` go through the worker that runs it; on a producer's job they refuse. The fields are
-those of the API's job answer (README, "Jobs"; ``tests/client/test_types.py`` checks that they match the
+those of the API's job answer (docs/concepts.md#jobs; ``tests/client/test_types.py`` checks that they match the
 declared answer). An answer may leave fields out (a caller who may not see ``error``, say): those are
 None, and ``raw`` keeps the answer as it came, unknown fields included.
 """

@@ -11,7 +11,7 @@ operating system or the database lets go of when its holder dies, so a crashed l
   lives, keyed by the schema so that two queuelog installations in one database elect separately.
 
 The leader keeps its lock; the others try again at every tick and take over within one interval of the
-leader stopping. See README, "What queuelog guarantees" (Retention).
+leader stopping. See docs/concepts.md#retention.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An installed queuelog (a wheel) holds its templates, stylesheet and compiled translations inside the
 package: ``queuelog/templates``, ``queuelog/static``. A checkout (run in place, or installed with
 ``pip install -e``) keeps them at the top of the repository: ``templates/``, ``static/``, and reads its
-translations from their ``.po`` files, in memory (``queuelog/i18n.py``; README, Development).
+translations from their ``.po`` files, in memory (``queuelog/i18n.py``; docs/development.md#what-the-wheel-holds).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Who is acting, and what they may do: the access rules, written once (README, "JSON API" and "The
-pages"). The JSON API asks the principal behind the API key, the pages the one behind the login.
+"""Who is acting, and what they may do: the access rules, written once (docs/api.md#authentication-and-errors,
+docs/operations.md#api-keys-and-who-may-do-what). The JSON API asks the principal behind the API key, the pages the one behind the login.
 
 - Admins see and may cancel every job (a running one: ask its worker to stop it), see the error text of failed attempts, may use any priority and
   retry failed or cancelled jobs.

@@ -1,4 +1,4 @@
-"""Redaction of secrets in worker error text (README, Security, V-10), applied before anything is stored.
+"""Redaction of secrets in worker error text (docs/operations.md#redaction-of-error-text), applied before anything is stored.
 
 Each detector below returns ``(start, end)`` spans of the text; the spans are merged and each merged
 span becomes ``[REDACTED]``. Every detector runs in time linear in the text, on any input: private key
@@ -158,7 +158,7 @@ def redact_error(text: str) -> str:
     """Return ``text`` with passwords, tokens, keys and similar secrets replaced by ``[REDACTED]``.
 
     Runs in time linear in ``len(text)``. What is recognised, and what cannot be, is listed in the
-    README (Security).
+    docs/operations.md#redaction-of-error-text.
     """
     low = _ascii_lower(text)
     spans = _pem_spans(text, low) + _url_spans(text) + _shape_spans(text) + scheme_spans(text)

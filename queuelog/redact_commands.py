@@ -1,6 +1,6 @@
 """Passwords given to command-line clients: ``mysql -pPW``, ``sshpass -p PW``, ``curl -u user:pw``.
 
-Part of error redaction (README, Security, V-10); :mod:`queuelog.redact` merges the spans found here.
+Part of error redaction (docs/operations.md#redaction-of-error-text); :mod:`queuelog.redact` merges the spans found here.
 A command is recognised in a shell line and in a list repr (``['mysql', '-u', 'root', '-pPW']``, as
 ``subprocess`` errors print it). Every function returns ``(start, end)`` spans of ``text`` to mask and
 runs in time linear in the text: a pattern starts at the client's name, then crosses at most 16 other

@@ -1,6 +1,6 @@
 """Secrets recognised by a key name: ``password=…``, ``"api_key": "…"``, ``Authorization: Bearer …``.
 
-Part of error redaction (README, Security, V-10); :mod:`queuelog.redact` merges the spans found here.
+Part of error redaction (docs/operations.md#redaction-of-error-text); :mod:`queuelog.redact` merges the spans found here.
 Every function returns ``(start, end)`` spans of ``text`` to mask and runs in time linear in the text:
 the patterns start at a literal word, bound every piece that precedes a fixed part, use possessive
 quantifiers where a run is followed by something else, and the scan always moves forward.

@@ -1,4 +1,4 @@
-"""The command line (README, "Command line"); automation relies on its output."""
+"""The command line (docs/cli.md); automation relies on its output."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQLite's writes go through one long-lived connection (queuelog/db.py, README "Performance"): it must
+"""SQLite's writes go through one long-lived connection (queuelog/db.py, docs/performance.md#writes-one-transaction-one-round-trip): it must
 still leave each write block committed or rolled back as a whole, serve every thread, and never cross a
 fork."""
 

@@ -1,4 +1,4 @@
-"""Which processes start the maintenance thread (README, "How it behaves", Retention): a serving process
+"""Which processes start the maintenance thread (docs/concepts.md#retention): a serving process
 does, a `flask` command other than `flask run` does not (it creates the app to reach the database and
 leaves again). Each runs in a fresh interpreter on a SQLite file of its own."""
 

@@ -1,4 +1,4 @@
-"""The job as the JSON API answers it, declared once (README, "JSON API"), for the producers' operations
+"""The job as the JSON API answers it, declared once (docs/api.md), for the producers' operations
 (``jobs.py``) and the workers' (``workers.py``) alike, with problems and health; the schedules' and job
 types' answers are declared beside their operations. The views write them with ``render.render_json`` (or
 ``Shape.render``) and ``/openapi.json`` describes them (``registry.py``)."""
@@ -105,7 +105,7 @@ COMPONENTS["ClaimedJob"] = {
     "description": "A claimed job, with the lease_token its reports must carry.",
     "allOf": [{"$ref": REF + "Job"}, {"required": ["lease_token"]}],
 }
-# The compact answers a worker asks for with "Prefer: return=minimal" (RFC 7240; README, "JSON API").
+# The compact answers a worker asks for with "Prefer: return=minimal" (RFC 7240; docs/api.md#compact-answers-for-workers).
 WORKER_JOB_FIELDS = (
     "id",
     "type",

@@ -1,6 +1,6 @@
 """The JSON API's blueprint and what its views share: errors, who is calling, and how a job is shown.
 
-The views are thin adapters (README, "JSON API"): each is declared once as an operation (``registry.py``,
+The views are thin adapters (docs/api.md): each is declared once as an operation (``registry.py``,
 which checks the caller and parses the request) and calls the queue layer. ``jobs.py`` has the producers'
 and admins' operations on jobs, ``workers.py`` the workers', ``schedules.py`` and ``types.py`` the admins'
 schedules and job types, ``operations.py`` the rest.

@@ -1,6 +1,5 @@
 """The kinds of value the API's shapes are made of (``jobs.py``, ``workers.py``, ...): each a JSON Schema, the 422 message for
-a value that breaks it, and the check, next to it, for what a schema cannot say (README, "JSON API": input
-rules). Every such check is told in the schema's ``description``."""
+a value that breaks it, and the check, next to it, for what a schema cannot say (docs/api.md#input-rules). Every such check is told in the schema's ``description``."""
 
 from __future__ import annotations
 

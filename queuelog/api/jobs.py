@@ -1,4 +1,4 @@
-"""Jobs for producers and admins (README, "JSON API"): enqueue one or a batch, list, read, read the history,
+"""Jobs for producers and admins (docs/api.md): enqueue one or a batch, list, read, read the history,
 cancel, retry. Their request shapes are declared here, beside the operations (registry.py); a job as
 answered is ``answers.JOB``, which the workers' operations (workers.py) answer too."""
 
@@ -118,7 +118,7 @@ LIST_QUERY = Shape(
     "JobListQuery",
     "The query of GET /jobs: filters, page size and the cursor of the next page. status, type and priority"
     " choose the candidates through indexes; the other filters are checked on at most QUEUELOG_SEARCH_SCAN"
-    " of them per page (README, The pages), and window_full in the answer says a page stopped there.",
+    " of them per page (docs/console.md#search), and window_full in the answer says a page stopped there.",
     {
         "status": choice(STATUSES, "Only jobs in this state."),
         "type": text(64, "Only jobs of this type."),

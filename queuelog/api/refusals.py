@@ -1,5 +1,5 @@
 """The queue layer's refusals as the JSON API says them: one table from each code to its status, its
-problem type (README, "JSON API") and its English detail.
+problem type (docs/api.md#authentication-and-errors) and its English detail.
 
 A refusal that blames a field is a validation error: its problem carries ``errors: [{field, message}]``
 (and ``allowed``, the enabled type names, for an unknown type), and its detail is ``field: message``.

@@ -1,4 +1,4 @@
-"""Every operation of the JSON API, declared once (README, "JSON API"; docs/api.md).
+"""Every operation of the JSON API, declared once (docs/api.md).
 
 ``@operation(...)`` on a view says its method and path, who may call it, its request (body, query, headers),
 its answers with their status codes, whether it honours ``Prefer: return=minimal``, and its summary. From

@@ -1,4 +1,4 @@
-"""Answers written as JSON text, straight from the records (README, "JSON API").
+"""Answers written as JSON text, straight from the records (docs/api.md#input-rules).
 
 A job's answer is assembled field by field in the order its ``Shape`` declares (answers.py), each value
 written by its field's ``text`` function. Payloads and results are the JSON text the database keeps

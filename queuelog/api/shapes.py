@@ -1,7 +1,7 @@
 """The parts the API's shapes (declared beside their operations: ``jobs.py``, ``workers.py``, ...) are made of.
 
 A ``Field`` is one JSON Schema together with what that schema cannot say: the 422 message for a value that
-breaks it, and a ``check`` for the rules no schema expresses (README, "JSON API", input rules). A ``Shape`` is
+breaks it, and a ``check`` for the rules no schema expresses (docs/api.md#input-rules). A ``Shape`` is
 a JSON object of named fields; a ``ListOf`` a JSON array of one field. From these come the request checks,
 the answers' rendering and ``/openapi.json`` (``registry.py``, ``openapi.py``).
 

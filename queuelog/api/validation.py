@@ -1,4 +1,4 @@
-"""Reading requests (README, "JSON API": input rules): the body, headers and query, which the operations'
+"""Reading requests (docs/api.md#input-rules): the body, headers and query, which the operations'
 declared shapes then judge (registry.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Jobs for workers (README, "JSON API"; docs/running-jobs.md): claim (long polls and batches), heartbeat
+"""Jobs for workers (docs/api.md, docs/running-jobs.md): claim (long polls and batches), heartbeat
 with progress, complete one or a batch, fail, snooze, and report a job stopped on a cancel request. Their
 request shapes are declared here, beside the operations (registry.py); the compact answers a worker asks
 for with ``Prefer: return=minimal`` are in answers.py with the job's."""

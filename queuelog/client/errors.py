@@ -1,4 +1,4 @@
-"""The producer client's errors: one class per problem type the JSON API documents (README, "JSON API"),
+"""The producer client's errors: one class per problem type the JSON API documents (docs/api.md#authentication-and-errors),
 all under ``QueuelogError``, plus the outcomes of ``Client.wait`` that are not a finished job's result.
 
 The server answers every error with an RFC 9457 problem document whose ``type`` is ``/problems/<slug>``;

@@ -4,7 +4,7 @@ Every request that gets no answer, or a 502, 503 or 504, is sent again, the same
 ``retries`` more times with a growing, jittered pause (a ``Retry-After`` the server gives is honoured, up
 to ``max_backoff``). Enqueues can be retried safely because each carries an idempotency key: the caller's,
 or one the client makes up for that call, so a retry finds the job its first attempt made instead of making
-a second one (README, "Idempotency"). Any other answer of 400 or more is raised at once as the error of its
+a second one (docs/concepts.md#idempotency). Any other answer of 400 or more is raised at once as the error of its
 problem type (``queuelog.client.errors``).
 """
 
@@ -212,7 +212,7 @@ class Client:
         cursor: str | None = None,
     ) -> JobPage:
         """One page of jobs, newest first: a producer's own, or every job for an admin, narrowed by the
-        search filters of ``GET /jobs`` (README, "JSON API"; ``error`` is for admins). Times are aware
+        search filters of ``GET /jobs`` (docs/api.md#searching-and-paging-the-list; ``error`` is for admins). Times are aware
         datetimes or RFC 3339 text. ``cursor`` is the ``next_cursor`` of the page before; a page that
         examined its whole search window says so in ``window_full`` and still has a cursor."""
         filters = {

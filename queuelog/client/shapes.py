@@ -1,5 +1,5 @@
 """What the producer client sends and one kind of answer it reads: job bodies (``POST /jobs`` and each
-item of ``POST /jobs/batch``, README "JSON API") and a page of ``GET /jobs``."""
+item of ``POST /jobs/batch``, docs/api-reference.md) and a page of ``GET /jobs``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ class JobPage:
 
     jobs: list[Job]
     next_cursor: str | None
-    window_full: bool = False  # the page examined its whole search window (README, "JSON API")
+    window_full: bool = (
+        False  # the page examined its whole search window (docs/api.md#searching-and-paging-the-list)
+    )
 
     def __iter__(self) -> Iterator[Job]:
         return iter(self.jobs)

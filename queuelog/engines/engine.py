@@ -7,7 +7,7 @@ metrics, long-poll wake-ups, and the exceptions the faces see. An engine holds e
 the database: its SQL, how parameters are bound, how rows are decoded. ``engine_for`` picks it once.
 
 Every operation is whole: a call leaves the database consistent, and each of its transactions (one, but
-for ``prune``'s batches) writes a ``job_events`` row for every transition it made (README, How it behaves).
+for ``prune``'s batches) writes a ``job_events`` row for every transition it made (docs/concepts.md#states).
 A guarded transition that matched nothing returns ``Unchanged`` with the job as it is, so that the queue
 layer can tell "no such job" from "not in that state" without a second round trip of its own.
 

@@ -104,7 +104,7 @@ class EventRecord(NamedTuple):
 
 
 def claim_order(job: JobRecord) -> tuple[int, datetime, int]:
-    """The sort key of claim order (README, Claim order): an UPDATE's RETURNING has no order of its own."""
+    """The sort key of claim order (docs/concepts.md#claim-order): an UPDATE's RETURNING has no order of its own."""
     return (-job.priority, job.available_at, job.id)
 
 
@@ -137,7 +137,7 @@ class Claimed(NamedTuple):
 
 
 class Backoff(NamedTuple):
-    """How long a failed attempt waits before the next (README, Retry backoff): for retry number n,
+    """How long a failed attempt waits before the next (docs/concepts.md#retry-backoff): for retry number n,
     ``d = min(cap, base * 2^(n-1))``, then ``d/2 + jitter * d/2`` with ``jitter`` from ``rand`` in [0, 1].
     A base of 0 retries at once. Engines that compute it in SQL use the same formula."""
 
@@ -250,7 +250,7 @@ class JobSearch(NamedTuple):
     """What a search of the jobs looks for (every given field must match; None or empty: any).
 
     ``id``, ``owner``, ``status``, ``type`` and ``priority`` are matched through the jobs table's indexes;
-    the others are checked on a bounded window of the newest rows that match those (README, The pages).
+    the others are checked on a bounded window of the newest rows that match those (docs/console.md#search).
     Times are aware datetimes, ``*_from`` inclusive and ``*_to`` exclusive. ``error`` is a piece of the
     stored error, matched without regard to ASCII case. ``payload_path`` names keys of nested objects,
     and the value found there, written as text (``true``, ``42``, ``ada@example.com``), must equal

@@ -6,7 +6,7 @@ A search has two parts. The fields the jobs table has an index for (id, owner, s
 newest first; the other fields (worker, times, error text, a payload field) are checked on the newest
 ``scan`` candidates only: a first, index-only statement finds the lowest id of that window, and the page's
 statement does not go below it. So a search costs at most ``scan`` rows however rare its
-matches, and says so when it stopped at the end of its window (README, The pages).
+matches, and says so when it stopped at the end of its window (docs/console.md#search).
 
 Statements are built per set of fields present and cached; values are always bound. The two dialects
 differ in parameter style, JSON access and text search: each engine's ``Dialect`` gives its own.

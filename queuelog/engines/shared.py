@@ -6,8 +6,7 @@ same on both databases but for their statements and values.
   and its search (statements built in search.py). SQLite returns times as text, PostgreSQL as datetimes;
   the dialect's decoders make both aware UTC datetimes. Reads take no write lock, nor any lock a claim
   would wait for. Counts and throughput come from the tables the triggers of migration 0003 keep
-  (``job_counts``, ``job_throughput``): a few rows, whatever the size of the jobs table (README,
-  Performance).
+  (``job_counts``, ``job_throughput``): a few rows, whatever the size of the jobs table (docs/performance.md#counts-without-counting).
 - Managing the allowlist and the schedules, through the ORM models, which speak either database, with the
   audit row in the same transaction. The objects returned are models detached from their session; an add
   of a taken name raises SQLAlchemy's ``IntegrityError``.

@@ -86,7 +86,7 @@ class Job(Base):
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
-        # finished, and `complete` keeps using the primary key (README, "Performance").
+        # finished, and `complete` keeps using the primary key (docs/performance.md#claims-stay-flat-at-any-backlog).
         Index(
             "ix_jobs_claim",
             text("priority DESC"),
@@ -135,7 +135,7 @@ class Job(Base):
         Index("ix_jobs_status_id", "status", "id"),
         # Pruning reads finished jobs by age. Partial, so that enqueue and claim (pending and running rows)
         # never maintain it: on PostgreSQL an update that changes an indexed column writes an entry into
-        # every index the new row belongs to (README, Performance).
+        # every index the new row belongs to (docs/performance.md#writes-one-transaction-one-round-trip).
         Index(
             "ix_jobs_finished",
             "finished_at",
@@ -153,7 +153,7 @@ class JobEvent(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     # No foreign key: every history row is written by the statement (or transaction) that changes its job,
     # and pruning deletes a job's history with it (queuelog/engines/). A foreign key would check every
-    # history row against jobs: a sizeable part of a batch's cost on PostgreSQL (README, Performance).
+    # history row against jobs: a sizeable part of a batch's cost on PostgreSQL (docs/performance.md#claims-stay-flat-at-any-backlog).
     job_id: Mapped[int] = mapped_column(BigId)
     at: Mapped[datetime] = mapped_column(Timestamp())
     event: Mapped[str] = mapped_column(String(32))

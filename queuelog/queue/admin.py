@@ -1,5 +1,4 @@
-"""The admin store: users, API keys and the audit log, and every change to them (README, "The pages" and
-"Command line"). The pages, the command line and the JSON API's key check all come here; none of them
+"""The admin store: users, API keys and the audit log, and every change to them (docs/pages.md, docs/cli.md). The pages, the command line and the JSON API's key check all come here; none of them
 holds a query of its own.
 
 Each change and its audit row are one transaction: a change that is refused or fails half-way leaves

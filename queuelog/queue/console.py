@@ -5,7 +5,7 @@ A bulk action is carried out in batches of ``BATCH`` jobs, each one short transa
 An action on chosen ids does them all at once (the pages send at most a page of ids). An action on
 everything matching a search walks the matches from the newest down, in pages of the search, for at most
 ``budget`` seconds per call and returns where it stopped: the page that asked shows the count done so far
-and a button to go on (README, The pages). Jobs enqueued after the confirmation are never touched: the
+and a button to go on (docs/console.md#bulk-actions-admins). Jobs enqueued after the confirmation are never touched: the
 walk starts at the newest id the confirmation counted.
 """
 

@@ -173,7 +173,7 @@ class Queue(LongPolls, RunningJobs):
     ) -> JobRecord:
         """Record a failed attempt: back to ``pending`` after a backoff while retries remain, else ``failed``.
 
-        The error is stored redacted (README, Security, V-10) and cut to ``MAX_ERROR_CHARS``. Redaction
+        The error is stored redacted (docs/operations.md#redaction-of-error-text) and cut to ``MAX_ERROR_CHARS``. Redaction
         (linear in its input) sees the first ``4 * MAX_ERROR_CHARS`` characters and comes before the final
         cut, so that a secret straddling that cut is masked whole rather than kept as a fragment.
         """

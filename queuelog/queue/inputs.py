@@ -1,5 +1,4 @@
-"""The queue's rules for the values of a job, whichever face they come from (README, "JSON API": input
-rules): payloads and results within their limits, keys of printable text, start times in range.
+"""The queue's rules for the values of a job, whichever face they come from (docs/api.md#input-rules): payloads and results within their limits, keys of printable text, start times in range.
 
 Each rule raises ``JobValidationError`` with a code (``queuelog.queue.errors``) and the field to blame.
 The JSON API declares the same rules in its shapes (``queuelog/api/jobs.py``), which call

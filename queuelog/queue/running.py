@@ -81,7 +81,7 @@ class RunningJobs:
         if message is not None and len(message) > MAX_PROGRESS_MESSAGE:
             raise JobValidationError(Code.TOO_LONG, field="progress_message", limit=MAX_PROGRESS_MESSAGE)
         if message is not None:
-            # Shown to the job's owner, not to admins only: redacted like an error (README, Security), and
+            # Shown to the job's owner, not to admins only: redacted like an error (docs/operations.md#redaction-of-error-text), and
             # cut again, since a redaction marker may be longer than what it replaced.
             message = redact_error(message)[:MAX_PROGRESS_MESSAGE]
         outcome = self.engine.report_progress(

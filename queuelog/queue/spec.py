@@ -48,7 +48,7 @@ class JobSpec:
 
     def new_job(self, now: datetime) -> NewJob:
         """The job to insert at ``now``. A ``run_at`` in the past counts as now, so that nobody jumps the
-        queue by backdating (README, Claim order); the fingerprint goes with an idempotency key only."""
+        queue by backdating (docs/concepts.md#claim-order); the fingerprint goes with an idempotency key only."""
         if self.run_at is not None:
             available = max(self.run_at, now)
         elif self.delay_seconds:

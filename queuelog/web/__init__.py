@@ -24,7 +24,7 @@ def queue() -> Queue:
 
 
 def console():
-    """The console's search and bulk actions, with the configured window and step (README, Configuration)."""
+    """The console's search and bulk actions, with the configured window and step (docs/configuration.md#settings)."""
     from queuelog.queue.console import Console
 
     config = current_app.config["QUEUELOG"]

@@ -4,7 +4,7 @@ log with the search and the count; each job's history records its retry or cance
 
 An action on a search is carried out in bounded steps (queuelog/queue/console.py): one request works for
 about two seconds, then answers with the count so far and a button to go on, which carries the place it
-stopped and the newest id counted at the confirmation (README, The pages)."""
+stopped and the newest id counted at the confirmation (docs/console.md#bulk-actions-admins)."""
 
 from __future__ import annotations
 

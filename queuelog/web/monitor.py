@@ -2,8 +2,7 @@
 
 Live refresh is a static script (static/live.js) that fetches the page it is on again and swaps the
 regions marked ``data-live``; these requests carry ``X-Queuelog-Live: 1``. They do not count as activity:
-a tab left open with the poll on must not keep a login alive past QUEUELOG_SESSION_IDLE (README, The
-pages), so their answers do not renew the session cookie.
+a tab left open with the poll on must not keep a login alive past QUEUELOG_SESSION_IDLE (docs/pages.md#live-pages), so their answers do not renew the session cookie.
 """
 
 from __future__ import annotations
@@ -93,7 +92,7 @@ def worker_revoke(name: str):
             abort(404)
         flash(_("Key %(name)s revoked.", name=name), "success")
         return redirect(url_for("web_console.workers"))
-    held = queue().engine.held_counts().get(name, 0)  # type: ignore[attr-defined]
+    held = queue().engine.held_counts().get(name, 0)
     return render_template("admin/confirm_revoke.html", name=name, held=held, form=form)
 
 

@@ -1,6 +1,6 @@
 """The jobs list's search form: the query string read into a ``JobSearch``, each bad field with a message
 of its own (shown beside it; nothing is searched until every field is right). Producers search their own
-jobs only, and only admins may search error text (README, The pages)."""
+jobs only, and only admins may search error text (docs/console.md#search)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ class LeaseLost(RequestRefused):
     worker's (its lease expired and it was handed out again, or it is gone)."""
 
 
-# The compact answers (README, "JSON API"): a claim gives what a handler needs, a report only the job's
+# The compact answers (docs/api.md#compact-answers-for-workers): a claim gives what a handler needs, a report only the job's
 # state; the other endpoints ignore the preference.
 COMPACT = {"Prefer": "return=minimal"}
 

@@ -53,7 +53,7 @@ NOT_TIMESTAMPS = [
 ]  # fmt: skip
 # Printable characters: letters, marks, numbers, punctuation, symbols, and the space.
 PRINTABLE = st.characters(categories=["L", "M", "N", "P", "S"], include_characters=" ")
-# What the described rules leave out of payloads (README, "JSON API"): NUL and lone surrogates.
+# What the described rules leave out of payloads (docs/api.md#input-rules): NUL and lone surrogates.
 TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,

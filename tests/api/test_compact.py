@@ -1,5 +1,5 @@
 """The compact answers a worker asks for with ``Prefer: return=minimal`` (RFC 7240), and payloads and results
-passed through as the JSON text the database keeps (README, "JSON API"). On both engines."""
+passed through as the JSON text the database keeps (docs/api.md#compact-answers-for-workers). On both engines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/openapi.json and the API agree (README, "JSON API"): every body the served schema of an endpoint
+"""/openapi.json and the API agree (docs/api.md#authentication-and-errors): every body the served schema of an endpoint
 accepts is accepted (never 422; the state decides between 200, 201, 204, 404 and 409), and every body it
 refuses in one place is 422 naming that place. Answers match their served schemas too.
 

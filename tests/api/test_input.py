@@ -1,4 +1,4 @@
-"""Input rules (README, "JSON API"): bad input gets a clear problem+json error and changes nothing."""
+"""Input rules (docs/api.md#input-rules): bad input gets a clear problem+json error and changes nothing."""
 
 from __future__ import annotations
 

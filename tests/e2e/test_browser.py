@@ -1,4 +1,4 @@
-"""The main paths of the pages (README, "The pages") in a real browser."""
+"""The main paths of the pages (docs/pages.md#the-tour) in a real browser."""
 
 from __future__ import annotations
 

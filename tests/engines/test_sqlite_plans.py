@@ -1,4 +1,4 @@
-"""The SQLite claim's query plans (README, Performance): the claim in order walks ix_jobs_claim, the claim
+"""The SQLite claim's query plans (docs/performance.md#claims-stay-flat-at-any-backlog): the claim in order walks ix_jobs_claim, the claim
 by type seeks each type's run in ix_jobs_claim_by_type, a limited type's running jobs are counted through
 ix_jobs_running_type (its own entries only), and the probe that comes first seeks the lease index and
 each held type's jobs instead of scanning jobs."""

@@ -1,4 +1,4 @@
-"""Who may do what (README, "JSON API"), written once on the principal (queuelog/principal.py) and asked
+"""Who may do what (docs/api.md#authentication-and-errors), written once on the principal (queuelog/principal.py) and asked
 by both faces: each rule is checked on the principal alone, through the JSON API and through the pages."""
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ KEPT = [
     "config:\n  user: bob\n  host: db",
 ]
 
-# -- false positives accepted (see the README, Security): the value after a secret-looking name goes ------
+# -- false positives accepted (see the docs/operations.md#redaction-of-error-text): the value after a secret-looking name goes ------
 
 ACCEPTED_FALSE_POSITIVES = [
     ("monkey: banana", f"monkey: {R}"),

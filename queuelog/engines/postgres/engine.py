@@ -2,7 +2,7 @@
 every statement in sql.py).
 
 Every transition is one autocommitted statement that writes its own history row, so a report or a claim
-is one round trip (README, Performance). A transaction PostgreSQL aborted to break a deadlock changed
+is one round trip (docs/performance.md#counts-without-counting). A transaction PostgreSQL aborted to break a deadlock changed
 nothing and is run again (``retry_aborted``).
 """
 
@@ -62,7 +62,7 @@ R = TypeVar("R")
 
 def _utc_session(dbapi_connection: Any, _record: Any) -> None:
     """Sessions in UTC: psycopg then answers timestamptz values in ``datetime.UTC`` itself, which the
-    decoders take as they are instead of converting every time of every row (README, Performance).
+    decoders take as they are instead of converting every time of every row (docs/performance.md#writes-one-transaction-one-round-trip).
     Connections opened before this engine was made are still decoded right, by conversion."""
     with dbapi_connection.cursor() as cur:
         cur.execute("SET TIME ZONE 'UTC'")

@@ -4,7 +4,7 @@ shared operations (the engine itself: engine.py; the shared operations: queuelog
 Times are timestamptz, JSON is jsonb. Statements are written in psycopg's own ``%(name)s`` style (a
 literal ``%`` would be ``%%``) and go to the driver as written. Every transition is one statement that
 also writes its history row (a data-modifying CTE) and, for a failure or a lease expiry, computes the
-retry backoff (README, Retry backoff): each runs autocommitted, one round trip. The claim picks jobs in
+retry backoff (docs/concepts.md#retry-backoff): each runs autocommitted, one round trip. The claim picks jobs in
 the order of the partial index ``ix_jobs_claim``: priority (highest first), then ``available_at``, then
 ``id``, locking them with ``FOR UPDATE SKIP LOCKED`` so that concurrent claims neither wait on each
 other nor hand out the same job.

@@ -1,10 +1,10 @@
 """The SQLite engine: ``Engine`` over one SQLite file (contracts in queuelog/engines/engine.py; every
 statement in sql.py).
 
-Every write is one ``BEGIN IMMEDIATE`` transaction behind the Database's writer locks (README,
-Configuration): the guarded UPDATE, the backoff it implies and the history rows are written together, and
+Every write is one ``BEGIN IMMEDIATE`` transaction behind the Database's writer locks
+(docs/configuration.md#sqlite-and-postgresql): the guarded UPDATE, the backoff it implies and the history rows are written together, and
 no other writer can come in between. Statements run on raw DB-API cursors: no per-call compilation on the
-hot path (README, Performance).
+hot path (docs/performance.md#lighter-rows-and-indexes).
 """
 
 from __future__ import annotations

@@ -59,8 +59,7 @@ _CLAIM = (
     f" RETURNING {JOB_COLUMNS}"
 )
 # The claim, in claim order, two ways; the write lock is held (BEGIN IMMEDIATE), so the pick and the
-# update see the same rows, and `+status` keeps the status index out of the outer condition (README,
-# Performance). Without statistics SQLite would take ix_jobs_status_id for `status = 'pending'` and sort
+# update see the same rows, and `+status` keeps the status index out of the outer condition (docs/performance.md#claims-stay-flat-at-any-backlog). Without statistics SQLite would take ix_jobs_status_id for `status = 'pending'` and sort
 # every pending row: naming the partial indexes keeps a claim's cost flat at any backlog.
 #
 # In order: down ix_jobs_claim, passing over the jobs of paused types and of types without room. Its cost
