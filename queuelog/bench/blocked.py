@@ -88,15 +88,18 @@ def _fill(target: Target, url: str, claimable: int, blocked: int) -> None:
     conn.close()
 
 
-def _produce(target: Target, url: str, stop: Any, answer: Any) -> None:
-    """The other producer (a child process): enqueue every 2 ms until told to stop; answer the latencies."""
+def _produce(target: Target, url: str, stop: Any, ready: Any, answer: Any) -> None:
+    """The other producer (a child process): enqueue every 2 ms until told to stop, saying when the first
+    is done (the claims start then, so that a short run on a slow machine still measures some); answer
+    the latencies."""
     queue = target.queue(url)
     spec = JobSpec(type=OTHER, payload={"n": 0}, payload_json='{"n":0}', priority=-10)
-    times = []
-    while not stop.is_set():
+    times: list[float] = []
+    while not times or not stop.is_set():
         start = time.perf_counter()
         queue.enqueue("producer", spec)
         times.append(time.perf_counter() - start)
+        ready.set()
         time.sleep(0.002)
     queue.db.dispose()
     answer.send(times)
@@ -143,13 +146,16 @@ def _measure(target: Target, urls: dict[str, str], claims: int) -> dict[str, dic
     times, cpu = _claims(queues, claims, "blocked: claims")
     context = multiprocessing.get_context("fork")
     stop = context.Event()
-    pipes, producers = {}, []
+    pipes, producers, readies = {}, [], []
     for label, url in urls.items():
         mine, theirs = context.Pipe()
         pipes[label] = mine
-        producers.append(context.Process(target=_produce, args=(target, url, stop, theirs)))
+        readies.append(context.Event())
+        producers.append(context.Process(target=_produce, args=(target, url, stop, readies[-1], theirs)))
     for producer in producers:
         producer.start()
+    for ready in readies:
+        ready.wait(timeout=60)
     try:
         _claims(queues, claims, "blocked: claims beside a producer")
     finally:
