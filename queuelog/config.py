@@ -22,8 +22,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, check_password
 from queuelog.paths import make_private_folder
-from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, check_password
 
 PREFIX = "QUEUELOG_"
 

@@ -59,7 +59,7 @@ class Database:
         password_hash: str = "scrypt",
     ):
         self.url = make_url(url)
-        # How queuelog.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
+        # How queuelog.access.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
         self.password_hash = password_hash
         self.dialect = self.url.get_backend_name()
         if self.dialect == "sqlite":

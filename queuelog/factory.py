@@ -8,19 +8,20 @@ import time
 from typing import Any
 
 import click
-from flask import Flask, Request, current_app, g, render_template, request
-from flask.sessions import SecureCookieSessionInterface
+from flask import Flask, current_app, g, render_template, request
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from queuelog.access.ratelimit import LoginLimiter
 from queuelog.config import SettingError, load_settings, warn_unknown_variables
 from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
 from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
-from queuelog.ratelimit import LoginLimiter
+from queuelog.queue.admin import first_start
+from queuelog.web.sessions import ApiFreeSessions, is_api_path
 
 log = logging.getLogger("queuelog")
 
@@ -213,15 +214,11 @@ def _schema_gate():
 
 
 def bootstrap(app: Flask) -> None:
-    """First start of a new database: the job type allowlist, and the first admin."""
+    """First start of a new database: the job type allowlist, and the first admin (``first_start`` in
+    queuelog/queue/admin.py, which ``flask db upgrade`` calls too)."""
     config = app.config["QUEUELOG"]
     ext = app.extensions["queuelog"]
-    ext["queue"].types.seed(config["JOB_TYPES"])
-    generated = ext["admin"].ensure_first_admin(config["ADMIN_PASSWORD"])
-    if generated:
-        app.logger.warning(
-            "created the first admin: username 'admin', password %r (shown once; change it)", generated
-        )
+    first_start(ext["queue"], ext["admin"], config["JOB_TYPES"], config["ADMIN_PASSWORD"], app.logger)
 
 
 def register_blueprints(app: Flask) -> None:
@@ -253,11 +250,6 @@ def api_mounts(app: Flask) -> frozenset[str]:
     if clash:  # a page under an API mount would get the API's errors and no session
         raise RuntimeError(f"pages and the JSON API share the path prefixes {sorted(clash)}")
     return mounts
-
-
-def is_api_path(app: Flask, path: str) -> bool:
-    """Whether ``path`` lies under one of the API's mounts (``api_mounts``)."""
-    return path.split("/", 2)[1] in app.extensions["queuelog"]["api_mounts"]
 
 
 def _is_api_request() -> bool:
@@ -355,14 +347,3 @@ def _security_headers(response):
         if name.lower() not in present and not (static and name == "Cache-Control"):
             headers.add(name, value)
     return response
-
-
-class ApiFreeSessions(SecureCookieSessionInterface):
-    """Sessions for the pages only. The JSON API never reads cookies (docs/api.md#authentication-and-errors): its requests get
-    Flask's null session, so that no cookie is decoded, checked or signed on its hot path."""
-
-    def open_session(self, app: Flask, request: Request):
-        # By path: Flask opens the session before it matches the URL to a view.
-        if is_api_path(app, request.path):
-            return None  # Flask puts a null session in its place, which nothing can write to
-        return super().open_session(app, request)

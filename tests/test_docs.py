@@ -13,8 +13,8 @@ import pytest
 
 from queuelog.client import Client
 from queuelog.config import OTHER_VARIABLES, SPECS
-from queuelog.job import Event, Job
 from queuelog.queue import console, limits, monitor, running
+from queuelog.wire.job import Event, Job
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"

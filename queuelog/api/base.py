@@ -18,11 +18,10 @@ from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.api.refusals import problem_of
 from queuelog.api.render import dumps, json_text_response, render_json
-from queuelog.auth import Principal
 from queuelog.db import DatabaseUnavailable
-from queuelog.engines import JobRecord
 from queuelog.inputs import text_fault
-from queuelog.queue import Code, JobNotFound, Queue, QueueError
+from queuelog.queue import Code, JobNotFound, JobRecord, Queue, QueueError
+from queuelog.queue.principal import Principal
 
 bp = Blueprint("api", __name__)
 

@@ -37,12 +37,11 @@ from queuelog.api.registry import (
 )
 from queuelog.api.render import json_array, json_object, json_text_response, text_or_null
 from queuelog.api.shapes import Field, ListOf, Shape, entries, join
-from queuelog.auth import Principal
-from queuelog.engines.records import JobSearch
 from queuelog.inputs import ascii_int
 from queuelog.models import STATUSES
-from queuelog.queue import JobSpec, QueueError
+from queuelog.queue import JobSearch, JobSpec, QueueError
 from queuelog.queue.console import Console
+from queuelog.queue.principal import Principal
 
 MAX_BATCH_ENQUEUE = 500
 MAX_DELAY_SECONDS = 366 * 24 * 3600

@@ -27,8 +27,7 @@ from queuelog.api.registry import (
 )
 from queuelog.api.render import EMPTY, dumps, json_array, json_object, json_text_response, render_json
 from queuelog.api.shapes import Configured, Field, ListOf, Shape
-from queuelog.engines import JobRecord
-from queuelog.queue import QueueError
+from queuelog.queue import JobRecord, QueueError
 from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS, MIN_SNOOZE_SECONDS
 
 MAX_BATCH_COMPLETE = 100

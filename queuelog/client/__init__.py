@@ -34,7 +34,7 @@ from queuelog.client.errors import (
     WaitTimeout,
 )
 from queuelog.client.producer import Client, JobPage
-from queuelog.job import Event, Job
+from queuelog.wire.job import Event, Job
 
 __all__ = [
     "Client",

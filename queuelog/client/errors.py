@@ -12,8 +12,8 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any, NamedTuple
 
-from queuelog.job import Job
-from queuelog.transport import MAX_BODY_IN_MESSAGE
+from queuelog.wire.job import Job
+from queuelog.wire.transport import MAX_BODY_IN_MESSAGE
 
 BLANK = "about:blank"
 

@@ -28,8 +28,8 @@ from queuelog.client.errors import (
     from_answer,
 )
 from queuelog.client.shapes import JobPage, job_body, rfc3339
-from queuelog.job import Event, Job
-from queuelog.transport import Answer, NoAnswer, Transport
+from queuelog.wire.job import Event, Job
+from queuelog.wire.transport import Answer, NoAnswer, Transport
 
 RETRIED_STATUSES = frozenset({502, 503, 504})
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from queuelog.job import Job
+from queuelog.wire.job import Job
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ class User(Base):
         return f"{self.id}:{self.session_version}"
 
     def check_password(self, password: str) -> bool:
-        """Whether ``password`` is this user's (the hash, made by queuelog.auth.hash_password, names its
+        """Whether ``password`` is this user's (the hash, made by queuelog.access.auth.hash_password, names its
         method)."""
         return check_password_hash(self.password_hash, password)
 

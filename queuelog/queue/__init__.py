@@ -1,5 +1,10 @@
-"""The queue layer: every job state change happens here (see ``core.py``)."""
+"""The queue layer: every job state change happens here (see ``core.py``).
 
+The faces (api/, web/, cli/) read jobs as the engines' records, re-exported here: they import the queue layer,
+never ``queuelog.engines`` (pyproject.toml, ``[tool.importlinter]``)."""
+
+from queuelog.engines import JobRecord
+from queuelog.engines.records import JobSearch
 from queuelog.queue.core import MAX_ERROR_CHARS, Queue
 from queuelog.queue.errors import (
     Code,
@@ -20,6 +25,8 @@ __all__ = [
     "IdempotencyKeyReused",
     "InvalidState",
     "JobNotFound",
+    "JobRecord",
+    "JobSearch",
     "JobSpec",
     "JobTypeRules",
     "JobValidationError",

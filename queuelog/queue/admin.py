@@ -5,7 +5,7 @@ Each change and its audit row are one transaction: a change that is refused or f
 neither. Job types (types.py) and schedules (schedules.py) keep their own homes in the queue layer and
 write their audit rows the same way, made by ``audit_row``.
 
-Refusals are codes with parameters (queuelog/refusals.py): "already exists", "the last active admin",
+Refusals are codes with parameters (queuelog/access/refusals.py): "already exists", "the last active admin",
 "no such user" ... each face words them.
 """
 
@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
-from typing import Any
+from logging import Logger
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from queuelog.auth import hash_key, hash_password, key_digest, new_key, password_matches
+from queuelog.access.auth import hash_key, hash_password, key_digest, new_key, password_matches
+from queuelog.access.refusals import AlreadyExists, AuthError, Refusal, check_password
 from queuelog.db import Database
 from queuelog.engines import Engine, engine_for
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
-from queuelog.principal import Principal
-from queuelog.refusals import AlreadyExists, AuthError, Refusal, check_password
+from queuelog.queue.principal import Principal
+
+if TYPE_CHECKING:
+    from queuelog.queue.core import Queue
 
 # last_used_at is a convenience for admins, not an audit trail: writing it on every request would turn every
 # read into a write, so it is refreshed at most once a minute per key.
@@ -309,3 +313,16 @@ def _check_role(role: str) -> None:
 def _key_in_use(session: Session, name: str) -> bool:
     statement = select(ApiKey.id).where(ApiKey.name == name, ApiKey.revoked_at.is_(None)).limit(1)
     return session.scalar(statement) is not None
+
+
+def first_start(
+    queue: Queue, admin: AdminStore, job_types: str, admin_password: str | None, log: Logger
+) -> None:
+    """First start of a new database: the job type allowlist (``QUEUELOG_JOB_TYPES``), and the first admin,
+    whose generated password goes to ``log`` once. The app's start and ``flask db upgrade`` call it."""
+    queue.types.seed(job_types)
+    generated = admin.ensure_first_admin(admin_password)
+    if generated:
+        log.warning(
+            "created the first admin: username 'admin', password %r (shown once; change it)", generated
+        )

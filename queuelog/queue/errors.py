@@ -1,4 +1,4 @@
-"""What the queue layer refuses: a code and its parameters (the pattern of ``queuelog.refusals``).
+"""What the queue layer refuses: a code and its parameters (the pattern of ``queuelog.access.refusals``).
 
 The exceptions carry no HTTP status, no problem type and no words: the JSON API maps each code to a
 status, a problem type and an English detail (``queuelog.api.refusals``), the pages to a translated message
@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from queuelog.refusals import Refused
+from queuelog.access.refusals import Refused
 
 
 class Code(StrEnum):
@@ -60,7 +60,7 @@ class Code(StrEnum):
     NOT_AN_INTEGER = "not_an_integer"  # low, high: a whole number is needed (not true, 1.5 or "2")
 
 
-# The codes only schedules give: the command line words them itself (queuelog/cli_schedules.py).
+# The codes only schedules give: the command line words them itself (queuelog/cli/schedules.py).
 SCHEDULE_CODES = frozenset(
     {
         Code.SCHEDULE_NOT_FOUND,

@@ -18,6 +18,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
 from sqlalchemy.exc import IntegrityError
 
+from queuelog.access.refusals import Refused
 from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import AuditLog, JobType
@@ -25,7 +26,6 @@ from queuelog.queue.admin import audit_row
 from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
 from queuelog.queue.inputs import check_storable
 from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
-from queuelog.refusals import Refused
 
 if TYPE_CHECKING:
     from queuelog.db import Database
@@ -92,7 +92,7 @@ def _validator(schema_text: str) -> jsonschema_rs.Validator:
 
 
 class SchemaFault(StrEnum):
-    """Why a payload schema cannot be saved (the pattern of ``queuelog.refusals``; parameters beside)."""
+    """Why a payload schema cannot be saved (the pattern of ``queuelog.access.refusals``; parameters beside)."""
 
     NOT_OBJECT = "schema_not_object"
     BAD_TEXT = "schema_bad_text"  # a name or a string that cannot be stored

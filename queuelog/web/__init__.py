@@ -9,13 +9,13 @@ from flask_babel import gettext as _
 from flask_login import current_user, login_required
 
 from queuelog.inputs import first_text_problem, text_problem
-from queuelog.principal import Principal
 from queuelog.queue import Queue
 from queuelog.queue.admin import AdminStore
+from queuelog.queue.principal import Principal
 
 
 def principal() -> Principal:
-    """The logged-in person as a ``Principal``: what they may see and do (queuelog/principal.py)."""
+    """The logged-in person as a ``Principal``: what they may see and do (queuelog/queue/principal.py)."""
     return Principal.of_user(current_user)
 
 

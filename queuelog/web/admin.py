@@ -10,7 +10,7 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from wtforms import SelectChoice
 
-from queuelog.auth import AuthError
+from queuelog.access.auth import AuthError
 from queuelog.queue.stats import QueueStats
 from queuelog.web import admin_required, admin_store, console, queue
 from queuelog.web.bulk import done_message, record

@@ -9,11 +9,11 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_babel import gettext as _
 from flask_login import current_user, login_required, login_user, logout_user
 
-from queuelog.auth import AuthError
+from queuelog.access.auth import AuthError
+from queuelog.access.ratelimit import LoginLimiter
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, timezone_choices, valid_timezone
 from queuelog.models import User
-from queuelog.ratelimit import LoginLimiter
 from queuelog.web import admin_store
 from queuelog.web.forms import LoginForm, PasswordChangeForm
 from queuelog.web.refusals import refusal_text

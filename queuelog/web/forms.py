@@ -24,8 +24,8 @@ from wtforms.validators import (
     StopValidation,
 )
 
+from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 from queuelog.queue.types import MAX_DESCRIPTION, NAME_MAX_LENGTH
-from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
 REQUIRED = _l("This field is required.")
@@ -46,7 +46,7 @@ def _not_blank(form: FlaskForm, field: PasswordField) -> None:
 
 
 def _new_password(label) -> PasswordField:
-    """A field for a new password: the rules of ``queuelog.refusals.check_password``."""
+    """A field for a new password: the rules of ``queuelog.access.refusals.check_password``."""
     return PasswordField(
         label,
         validators=[

@@ -13,10 +13,9 @@ from flask_babel import gettext as _
 from flask_login import current_user, login_required
 from wtforms import SelectChoice
 
-from queuelog.engines import JobRecord
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
-from queuelog.queue import Code, JobSpec, JobValidationError, QueueError
+from queuelog.queue import Code, JobRecord, JobSpec, JobValidationError, QueueError
 from queuelog.queue.inputs import check_document, check_label, check_start_time, read_json
 from queuelog.queue.limits import running_of
 from queuelog.queue.monitor import ConsoleStats

@@ -15,14 +15,14 @@ from flask_babel import format_decimal, format_percent, format_time, get_locale
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from queuelog.auth import AuthError
-from queuelog.factory import ApiFreeSessions
+from queuelog.access.auth import AuthError
 from queuelog.models import utcnow
 from queuelog.queue import monitor as console_stats
 from queuelog.queue.monitor import ConsoleStats
 from queuelog.web import admin_required, admin_store, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.jobs import _chart
+from queuelog.web.sessions import ApiFreeSessions
 
 bp = Blueprint("web_console", __name__, url_prefix="/admin")
 LIVE_HEADER = "X-Queuelog-Live"

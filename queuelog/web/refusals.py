@@ -1,4 +1,4 @@
-"""Refusals (``queuelog.refusals``: a code and its parameters) worded for the pages, in the page's language.
+"""Refusals (``queuelog.access.refusals``: a code and its parameters) worded for the pages, in the page's language.
 
 The domain raises ``AuthError`` (users, passwords, keys), ``QueueError`` (jobs) or ``SchemaRefused`` (job
 types' schemas) with a code; the pages
@@ -14,9 +14,9 @@ from typing import Any
 from flask_babel import LazyString, format_decimal
 from flask_babel import lazy_gettext as _l
 
+from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, Refusal, Refused
 from queuelog.queue.errors import Code
 from queuelog.queue.types import SchemaFault
-from queuelog.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, Refusal, Refused
 
 _ABOUT_PEOPLE: dict[Refusal, LazyString] = {
     Refusal.BAD_ROLE: _l("Choose a role: admin or producer."),

@@ -15,9 +15,9 @@ from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from werkzeug.datastructures import MultiDict
 
-from queuelog.engines.records import JobSearch
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, STATUSES
+from queuelog.queue import JobSearch
 from queuelog.queue.stats import ErrorGroup, QueueStats
 from queuelog.web import queue
 

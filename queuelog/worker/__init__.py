@@ -9,13 +9,13 @@
         return {"sent": True}    # becomes the job's result
 
 ``job.check_cancelled()``, ``job.should_stop()`` and ``job.snooze(seconds)`` are described in
-docs/running-jobs.md; ``Job`` is ``queuelog.job.Job``, the producer client's too.
+docs/running-jobs.md; ``Job`` is ``queuelog.wire.job.Job``, the producer client's too.
 
 Run them with ``queuelog-worker --url http://queue:8000 --handlers mymodule`` (the key from
 ``QUEUELOG_WORKER_KEY``). This package imports neither Flask nor SQLAlchemy.
 """
 
-from queuelog.job import CancelRequested, Job, Snooze
+from queuelog.wire.job import CancelRequested, Job, Snooze
 from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
 from queuelog.worker.runner import PermanentFailure, Worker
 

@@ -1,5 +1,5 @@
 """The worker's side of the JSON API: claims, reports and heartbeats, over the shared transport
-(``queuelog.transport``, standard library only, so workers stay light).
+(``queuelog.wire.transport``, standard library only, so workers stay light).
 
 The server reports every error as an RFC 9457 problem document (``type``, ``title``, ``status``,
 ``detail``); :func:`describe` turns one into a single line, and the exceptions below carry it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuelog.transport import NoAnswer, Transport, describe
+from queuelog.wire.transport import NoAnswer, Transport, describe
 
 __all__ = ["LeaseLost", "QueueClient", "RequestRefused", "TransientError", "describe"]
 

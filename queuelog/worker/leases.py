@@ -78,7 +78,7 @@ class Held:
 
 @dataclass(frozen=True)
 class Line:
-    """A handler's job's line back to the server (``queuelog.job.Running``): its held entry's flag, and
+    """A handler's job's line back to the server (``queuelog.wire.job.Running``): its held entry's flag, and
     progress reports sent through the worker's client."""
 
     held: Held | None

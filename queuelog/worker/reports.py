@@ -187,6 +187,7 @@ class Reporter:
             if report.cancelled:
                 job = self.client.cancelled(job_id, token)
             else:
+                assert report.snooze is not None  # not cancelled: a snooze (the caller's test)
                 job = self.client.snooze(job_id, token, report.snooze)
         except LeaseLost as exc:
             log.warning("%s: report refused (%s): the lease was lost", report.label, exc)

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from queuelog.job import CancelRequested, Job, Snooze  # what a handler receives, and may raise
 from queuelog.redact import redact_error
+from queuelog.wire.job import CancelRequested, Job, Snooze  # what a handler receives, and may raise
 from queuelog.worker.client import QueueClient, RequestRefused, TransientError
 from queuelog.worker.leases import Held, Line, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter

@@ -15,7 +15,7 @@ from queuelog.api.problems import TITLES
 from queuelog.client import Client, Job, ServerError
 from queuelog.client.errors import MalformedRequest, QueuelogError, from_answer
 from queuelog.client.shapes import job_body
-from queuelog.job import Event
+from queuelog.wire.job import Event
 
 
 def test_the_job_has_the_fields_the_api_declares_in_its_order():

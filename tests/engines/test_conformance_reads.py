@@ -10,7 +10,7 @@ from datetime import timedelta, timezone
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from queuelog.auth import hash_key
+from queuelog.access.auth import hash_key
 from queuelog.engines import Backoff, Unchanged
 from queuelog.queue.admin import AdminStore
 from tests.engines.conftest import NOW, count_jobs, later, new, set_type

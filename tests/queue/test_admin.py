@@ -20,11 +20,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from queuelog.access.refusals import AlreadyExists
 from queuelog.db import Database
 from queuelog.queue.admin import AdminStore
 from queuelog.queue.schedules import Schedules, ScheduleValues
 from queuelog.queue.types import JobTypeRules
-from queuelog.refusals import AlreadyExists
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queuelog"
 # What a refused insert raises: SQLAlchemy's error on the ORM's paths, the driver's on the raw cursors.

@@ -1,4 +1,4 @@
-"""Who may do what (docs/api.md#authentication-and-errors), written once on the principal (queuelog/principal.py) and asked
+"""Who may do what (docs/api.md#authentication-and-errors), written once on the principal (queuelog/queue/principal.py) and asked
 by both faces: each rule is checked on the principal alone, through the JSON API and through the pages."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from queuelog.principal import Principal
 from queuelog.queue import Code, NotAllowed
+from queuelog.queue.principal import Principal
 from tests.conftest import Browser
 
 ADMIN = Principal("user", "root", "admin")

@@ -10,11 +10,11 @@ import re
 
 import pytest
 
+from queuelog.access.refusals import Refusal
 from queuelog.api.refusals import TABLE
 from queuelog.queue import Code
 from queuelog.queue.errors import SCHEDULE_CODES
 from queuelog.queue.types import SchemaFault
-from queuelog.refusals import Refusal
 from tests.conftest import ROOT
 
 DEEP = json.dumps(json.loads("[" * 40 + "]" * 40))
@@ -148,7 +148,7 @@ def test_every_code_has_words_on_every_face():
 
 
 def test_the_command_line_words_every_schedule_code_itself():
-    from queuelog.cli_schedules import WORDS
+    from queuelog.cli.schedules import WORDS
 
     assert set(WORDS) == SCHEDULE_CODES
 

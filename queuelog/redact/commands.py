@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from queuelog.redact_keys import Lines, Span, close_quote
+from queuelog.redact.keys import Lines, Span, close_quote
 
 # Between two arguments: spaces, or a comma and spaces in a list repr.
 _SEP = r"(?:,[ \t]{0,8}+|[ \t]{1,8}+)"

@@ -1,4 +1,7 @@
-"""``flask --app app ...`` commands. Automation relies on their output: keep it stable."""
+"""``flask --app app ...`` commands. Automation relies on their output: keep it stable.
+
+The ``types`` group is made in ``cli/types.py`` (which adds ``types limit``) and the ``schedules`` group in
+``cli/schedules.py``; this package imports them, and neither imports it back."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
-from queuelog.auth import AuthError, Refusal
+from queuelog.access.auth import AuthError, Refusal
+from queuelog.cli.schedules import schedules_cli
+from queuelog.cli.types import types_cli
 from queuelog.config import parse_duration
 from queuelog.models import KEY_KINDS, ROLES
 from queuelog.queue import Code, QueueError
@@ -56,7 +61,6 @@ def _time(value: datetime | None) -> str:
 db_cli = AppGroup("db", help="Database schema.")
 users_cli = AppGroup("users", help="Users who log in to the pages.")
 keys_cli = AppGroup("keys", help="API keys for workers and producers.")
-types_cli = AppGroup("types", help="The allowlist of job types.")
 jobs_cli = AppGroup("jobs", help="Jobs: retention.")
 
 
@@ -78,11 +82,14 @@ def jobs_prune(older_than: str) -> None:
 @click.option("--revision", default="head", show_default=True, help="Target migration.")
 def db_upgrade(revision: str) -> None:
     """Bring the database (SQLite or PostgreSQL) to the current schema."""
-    from queuelog import bootstrap
+    from queuelog.queue.admin import first_start
 
     _ext("db").upgrade(revision)
     if revision == "head":
-        bootstrap(current_app)
+        config = current_app.config["QUEUELOG"]
+        first_start(
+            _ext("queue"), _ext("admin"), config["JOB_TYPES"], config["ADMIN_PASSWORD"], current_app.logger
+        )
     click.echo(f"database is at {revision}")
 
 
@@ -233,8 +240,5 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
-    from queuelog import cli_types  # noqa: F401 - it adds "types limit"
-    from queuelog.cli_schedules import schedules_cli
-
     for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli):
         app.cli.add_command(group)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from queuelog.redact_commands import client_spans
-from queuelog.redact_keys import MASK, Span, element_spans, flag_spans, key_value_spans, scheme_spans
+from queuelog.redact.commands import client_spans
+from queuelog.redact.keys import MASK, Span, element_spans, flag_spans, key_value_spans, scheme_spans
 
 __all__ = ["MASK", "redact_error"]
 

@@ -8,8 +8,8 @@ import re
 
 import click
 from flask import current_app
+from flask.cli import AppGroup
 
-from queuelog.cli import types_cli
 from queuelog.inputs import ascii_int
 from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
@@ -18,6 +18,8 @@ from queuelog.queue.limits import MAX_CONCURRENCY, PERIOD_UNITS, rate_text
 RATE = re.compile(r"^([0-9]{1,7})/([0-9]{0,5})([smhd])$")
 UNIT_SECONDS = dict(PERIOD_UNITS)
 RATE_HELP = "N/PERIOD: at most N claims per PERIOD, which is s, m, h or d, or a count of one (30s, 5m)"
+types_cli = AppGroup("types", help="The allowlist of job types.")  # its other commands: cli/__init__.py
+
 _OPTIONS = {"concurrency_limit": "--concurrency", "rate_limit": "--rate", "rate_period": "--rate period"}
 
 

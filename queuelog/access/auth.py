@@ -1,6 +1,6 @@
 """Access: password hashes, API keys as secrets (made, hashed, told apart from garbage). Who the users and
 keys are, and every change to them, is stored by the admin store (queuelog/queue/admin.py); what each
-principal may do is on ``Principal`` (queuelog/principal.py)."""
+principal may do is on ``Principal`` (queuelog/queue/principal.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from functools import cache
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from queuelog.principal import Principal
-from queuelog.refusals import AlreadyExists, AuthError, Refusal
+from queuelog.access.refusals import AlreadyExists, AuthError, Refusal
 
 KEY_PREFIX = "ql_"
 KEY_MAX_LENGTH = 128  # longer than any key made here: refused before it is hashed
@@ -20,7 +19,6 @@ __all__ = [
     "KEY_PREFIX",
     "AlreadyExists",
     "AuthError",
-    "Principal",
     "Refusal",
     "hash_key",
     "hash_password",
