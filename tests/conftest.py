@@ -114,7 +114,13 @@ def _engine(item) -> str | None:
 TESTS = Path(__file__).resolve().parent
 # Folders and files of a tier, relative to tests/.
 BROWSER_PATHS = ("e2e",)
-SYSTEM_PATHS = ("test_install.py", "test_readme.py", "test_readme_sections.py", "test_help.py")
+SYSTEM_PATHS = (
+    "test_install.py",
+    "test_readme.py",
+    "test_readme_sections.py",
+    "test_docs_examples.py",
+    "test_help.py",
+)
 SLOW_PATHS = (
     "client",
     "worker",

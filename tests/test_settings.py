@@ -303,6 +303,7 @@ LINE = f"queuelog: {PREFIX}LEASE_SECONDS='5m' is not valid: an integer from 5 to
         pytest.param(lambda: gunicorn(), id="gunicorn with the checkout's gunicorn.conf.py"),
     ],
 )
+@pytest.mark.slow  # commands and servers in subprocesses
 def test_a_bad_value_stops_each_way_of_starting_with_one_line_and_no_traceback(tmp_path, args):
     status, stderr = start(args(), environment(tmp_path, **{PREFIX + "LEASE_SECONDS": "5m"}))
     assert status == 1 and stderr.splitlines() == [LINE], stderr
@@ -317,6 +318,7 @@ def test_gunicorn_s_own_counts_are_checked_too(tmp_path):
     ], stderr
 
 
+@pytest.mark.slow  # commands and servers in subprocesses
 def test_a_flask_command_warns_about_an_unknown_name_and_goes_on(tmp_path):
     status, stderr = start([*FLASK, "db", "upgrade"], environment(tmp_path, **{MISSPELT: "60"}))
     assert status == 0, stderr
@@ -324,6 +326,7 @@ def test_a_flask_command_warns_about_an_unknown_name_and_goes_on(tmp_path):
     assert f"did you mean {PREFIX}LEASE_SECONDS?" in stderr
 
 
+@pytest.mark.slow  # commands and servers in subprocesses
 def test_gunicorn_warns_once_for_all_its_workers(tmp_path):
     server = LiveServer(f"sqlite:///{tmp_path / 'queue.sqlite3'}", tmp_path, workers=2, env={MISSPELT: "60"})
     server.start()

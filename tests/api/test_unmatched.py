@@ -142,6 +142,7 @@ def test_pages_keep_their_html_404_and_405(app, callers):
             assert response.mimetype == "text/html", (who, method, path, response.mimetype)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_403_under_python_OO_is_a_problem(tmp_path):
     """The app in a fresh interpreter without docstrings: a producer's key asking for the schedules."""
     script = textwrap.dedent(

@@ -94,6 +94,7 @@ def test_a_limit_lowered_below_the_running_jobs_holds_claims_until_enough_finish
     assert len(claim(engine, limit=10).jobs) == 1
 
 
+@pytest.mark.slow  # eight workers racing
 def test_eight_workers_never_run_more_than_the_concurrency_limit(db, engine):
     set_type(db, "email", concurrency=2)
     total, workers = 40, 8

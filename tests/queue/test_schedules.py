@@ -346,6 +346,7 @@ def _server_process(url: str, start_at: float, ticks: int, lag: float) -> int:
     return made
 
 
+@pytest.mark.slow  # processes racing
 def test_two_server_processes_fire_every_slot_once(db, clock):
     """Two processes on one database (SQLite file or PostgreSQL) fire a 1 s interval at a 2 s tick."""
     import multiprocessing
