@@ -41,12 +41,12 @@ from queuelog.inputs import ascii_int
 from queuelog.models import STATUSES
 from queuelog.queue import JobSearch, JobSpec, QueueError
 from queuelog.queue.console import Console
+from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from queuelog.queue.principal import Principal
 
 MAX_BATCH_ENQUEUE = 500
 MAX_DELAY_SECONDS = 366 * 24 * 3600
-MAX_RETRIES_LIMIT = 25
-MAX_BATCH_KEY = 250  # leaves room for "#499" within the 255 characters of a key
+MAX_BATCH_KEY = MAX_KEY_LENGTH - 5  # leaves room for "#499" within a key's characters
 
 JOB_BODY = Shape(
     "JobBody",
@@ -60,10 +60,13 @@ JOB_BODY = Shape(
         ),
         "priority": priority("Producers may use low and medium only (else 403).", default="low"),
         "max_retries": integer(
-            0, MAX_RETRIES_LIMIT, "Failed attempts retried before the job fails.", default=3
+            0,
+            MAX_RETRIES_LIMIT,
+            "Failed attempts retried before the job fails.",
+            default=DEFAULT_MAX_RETRIES,
         ),
         "idempotency_key": text(
-            255,
+            MAX_KEY_LENGTH,
             "The same owner, key and parameters answer 200 with the existing job; other parameters are 422 "
             "idempotency-key-reused. Must equal the Idempotency-Key header when both are sent.",
             nullable=True,
@@ -92,7 +95,7 @@ BATCH_BODY = Shape(
     required=("jobs",),
 )
 IDEMPOTENCY_KEY = text(
-    255, "The idempotency key of the job (the body's idempotency_key, if sent, must equal it)."
+    MAX_KEY_LENGTH, "The idempotency key of the job (the body's idempotency_key, if sent, must equal it)."
 )
 BATCH_IDEMPOTENCY_KEY = text(MAX_BATCH_KEY, "One key for the whole batch: job i gets the key KEY#i.")
 

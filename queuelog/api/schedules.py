@@ -11,7 +11,6 @@ from flask import current_app, g, url_for
 from queuelog.api.answers import JOB, moment, priority_name, rfc3339
 from queuelog.api.base import job_json, json_response
 from queuelog.api.fields import answer, array, boolean, choice, document, integer, priority, text
-from queuelog.api.jobs import MAX_RETRIES_LIMIT
 from queuelog.api.problems import ApiError, fields_named, refused
 from queuelog.api.registry import (
     EMPTY_BODY,
@@ -26,6 +25,7 @@ from queuelog.api.shapes import Shape, entries
 from queuelog.models import PRIORITY_NAMES, Schedule
 from queuelog.queue.cron import MAX_INTERVAL_SECONDS
 from queuelog.queue.errors import Code, QueueError, each_refusal
+from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_CRON_LENGTH, MAX_RETRIES_LIMIT
 from queuelog.queue.schedules import MISSED_POLICIES, Schedules, ScheduleValues
 
 _SCHEDULE_FIELDS = {
@@ -34,7 +34,7 @@ _SCHEDULE_FIELDS = {
     "priority": priority("The jobs' priority."),
     "max_retries": integer(0, MAX_RETRIES_LIMIT, "The jobs' max_retries."),
     "cron": text(
-        255,
+        MAX_CRON_LENGTH,
         "Five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, "
         "@yearly, in `timezone`. Exactly one of cron and interval_seconds.",
         nullable=True,
@@ -62,7 +62,7 @@ SCHEDULE_BODY = Shape(
 SCHEDULE_DEFAULTS = {
     "payload": {},
     "priority": 0,
-    "max_retries": 3,
+    "max_retries": DEFAULT_MAX_RETRIES,
     "timezone": "UTC",
     "missed": "fire_once",
     "paused": False,

@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import Code, JobValidationError, QueueError
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.inputs import check_document, read_json
+from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT, check_document, read_json
 from queuelog.queue.schedules import MISSED_POLICIES, Schedules, ScheduleValues
 
 schedules_cli = AppGroup("schedules", help="Periodic jobs: cron expressions or fixed intervals.")
@@ -107,7 +107,12 @@ def _payload(text: str) -> dict[str, Any]:
 @click.option("--timezone", default="UTC", show_default=True, help="The IANA time zone of --cron.")
 @click.option("--payload", default="{}", show_default=True, help="The jobs' payload, a JSON object.")
 @click.option("--priority", type=click.Choice(list(PRIORITIES)), default="low", show_default=True)
-@click.option("--max-retries", type=click.IntRange(0, 25), default=3, show_default=True)
+@click.option(
+    "--max-retries",
+    type=click.IntRange(0, MAX_RETRIES_LIMIT),
+    default=DEFAULT_MAX_RETRIES,
+    show_default=True,
+)
 @click.option("--missed", type=click.Choice(MISSED_POLICIES), default="fire_once", show_default=True,
               help="After downtime: one job for the missed slots, or none.")  # fmt: skip
 @click.option("--paused", is_flag=True, help="Add it paused.")

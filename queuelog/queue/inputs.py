@@ -17,6 +17,10 @@ from queuelog.inputs import text_fault
 from queuelog.queue.errors import Code, JobValidationError
 
 EARLIEST_YEAR, LATEST_YEAR = 2000, 9000
+MAX_RETRIES_LIMIT = 25  # a job's max_retries is 0 to this, whichever face sets it
+DEFAULT_MAX_RETRIES = 3
+MAX_KEY_LENGTH = 255  # the characters of an idempotency key (the column's width)
+MAX_CRON_LENGTH = 255  # the characters of a cron expression (the column's width)
 _TEXT_CODES = {"nul": Code.NUL_CHARACTER, "surrogate": Code.LONE_SURROGATE}
 
 

@@ -25,11 +25,11 @@ from wtforms.validators import (
 )
 
 from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
+from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_CRON_LENGTH, MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from queuelog.queue.types import MAX_DESCRIPTION, NAME_MAX_LENGTH
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
 REQUIRED = _l("This field is required.")
-MAX_KEY_LENGTH = 255  # an idempotency key's, as the API declares it
 
 
 def _length(low: int = -1, high: int = -1) -> Length:
@@ -38,6 +38,13 @@ def _length(low: int = -1, high: int = -1) -> Length:
             min=low, max=high, message=_l("Use between %(min)d and %(max)d characters.", min=low, max=high)
         )
     return Length(max=high, message=_l("Use at most %(max)d characters.", max=high))
+
+
+def _whole_number(low: int, high: int) -> NumberRange:
+    """A whole number from ``low`` to ``high``, in the words the refusal of one has on every page."""
+    return NumberRange(
+        low, high, message=_l("Enter a whole number from %(low)s to %(high)s.", low=low, high=high)
+    )
 
 
 def _not_blank(form: FlaskForm, field: PasswordField) -> None:
@@ -71,11 +78,8 @@ class SubmitJobForm(FlaskForm):
     priority = SelectField(_l("Priority"), default="low", validate_choice=False)
     max_retries = IntegerField(
         _l("Max retries"),
-        default=3,
-        validators=[
-            InputRequired(message=REQUIRED),
-            NumberRange(0, 25, message=_l("Enter a whole number from 0 to 25.")),
-        ],
+        default=DEFAULT_MAX_RETRIES,
+        validators=[InputRequired(message=REQUIRED), _whole_number(0, MAX_RETRIES_LIMIT)],
     )
     idempotency_key = StringField(
         _l("Idempotency key (optional)"), validators=[Optional(), _length(high=MAX_KEY_LENGTH)]
@@ -150,7 +154,7 @@ class ScheduleForm(FlaskForm):
 
     name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=55)])
     type = SelectField(_l("Job type"), validators=[DataRequired(message=REQUIRED)])
-    cron = StringField(_l("Cron expression"), validators=[Optional(), _length(high=255)])
+    cron = StringField(_l("Cron expression"), validators=[Optional(), _length(high=MAX_CRON_LENGTH)])
     interval_seconds = IntegerField(
         _l("Or every (seconds)"),
         validators=[Optional()],
@@ -161,11 +165,8 @@ class ScheduleForm(FlaskForm):
     priority = SelectField(_l("Priority"), default="low")
     max_retries = IntegerField(
         _l("Max retries"),
-        default=3,
-        validators=[
-            InputRequired(message=REQUIRED),
-            NumberRange(0, 25, message=_l("Enter a whole number from 0 to 25.")),
-        ],
+        default=DEFAULT_MAX_RETRIES,
+        validators=[InputRequired(message=REQUIRED), _whole_number(0, MAX_RETRIES_LIMIT)],
     )
     missed = SelectField(
         _l("After downtime"),

@@ -16,12 +16,18 @@ from wtforms import SelectChoice
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, STATUSES
 from queuelog.queue import Code, JobRecord, JobSpec, JobValidationError, QueueError
-from queuelog.queue.inputs import check_document, check_label, check_start_time, read_json
+from queuelog.queue.inputs import (
+    MAX_KEY_LENGTH,
+    check_document,
+    check_label,
+    check_start_time,
+    read_json,
+)
 from queuelog.queue.limits import running_of
 from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
 from queuelog.web import console, principal, queue
-from queuelog.web.forms import MAX_KEY_LENGTH, ConfirmForm, SubmitJobForm
+from queuelog.web.forms import ConfirmForm, SubmitJobForm
 from queuelog.web.refusals import form_field, refusal_text
 from queuelog.web.search import parse_search
 from queuelog.web.types import flow_rows

@@ -299,3 +299,36 @@ def test_history_events_are_words_not_identifiers(producer, worker, producer_bro
         as_text=True
     )
     assert "Wiederholung geplant" in german and "retry_scheduled" not in german
+
+
+@pytest.mark.parametrize("retries, accepted", [(-1, False), (0, True), (25, True), (26, False)])
+def test_every_face_holds_max_retries_to_the_same_range(app, producer, producer_browser, retries, accepted):
+    """The submit page, the API and the schedules' command line take max_retries from one range
+    (queuelog.queue.inputs.MAX_RETRIES_LIMIT): both ends accepted, one past either end refused."""
+    from queuelog.queue.inputs import MAX_RETRIES_LIMIT
+
+    assert MAX_RETRIES_LIMIT == 25
+    page = producer_browser.submit(
+        "/submit", type="email", payload="{}", priority="low", max_retries=str(retries)
+    )
+    api = producer.post("/jobs", json={"type": "email", "max_retries": retries})
+    cli = app.test_cli_runner().invoke(
+        args=[
+            "schedules",
+            "add",
+            f"s{retries + 1}",
+            "--type",
+            "email",
+            "--every",
+            "60",
+            "--max-retries",
+            str(retries),
+        ]  # fmt: skip
+    )
+    assert (page.status_code == 302) is accepted
+    assert ('id="max_retries-error">Enter a whole number from 0 to 25.' in page.get_data(as_text=True)) is (
+        not accepted
+    )
+    assert api.status_code == (201 if accepted else 422)
+    assert (cli.exit_code == 0) is accepted, cli.output
+    assert len(_jobs(app)) == (2 if accepted else 0)
