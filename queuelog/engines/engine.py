@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from queuelog.engines.records import (
     Backoff,
+    BulkAudit,
     Claimed,
     CountRow,
     EventRecord,
@@ -275,12 +276,21 @@ class Engine(Protocol):
         ...
 
     # -- bulk actions (the console) ----------------------------------------------------------------
-    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+    def bulk(
+        self,
+        action: str,
+        job_ids: Sequence[int],
+        actor: str,
+        *,
+        now: datetime,
+        audit: BulkAudit | None = None,
+    ) -> list[int]:
         """Apply ``action`` to the jobs ``job_ids`` in one short transaction and return the ids it
         changed: ``retry`` (failed or cancelled jobs back to pending, retry count 0), ``cancel`` (pending
         jobs) with a history row by ``actor`` for each, or ``delete`` (finished jobs, with their
         history). The status each action needs is part of the statement: a job in another state is left
-        alone, whatever happened to it since it was chosen."""
+        alone, whatever happened to it since it was chosen. ``audit``'s row, with the number changed, is
+        written in the same transaction (also when none changed)."""
         ...
 
     # -- schedules: management, and firing a slot (docs/schedules.md) ------------------------------

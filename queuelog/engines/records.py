@@ -246,6 +246,26 @@ class Fired(NamedTuple):
     job: JobRecord | None
 
 
+class BulkAudit(NamedTuple):
+    """The audit log's row of a bulk action, which the engine writes in the transaction of the changes it
+    records (so that no change goes unrecorded, and no row claims a change that was rolled back):
+    ``target`` says which jobs were meant (``selected``, ``matching``, an error group), ``detail`` how they
+    were chosen (their ids, the search); the row adds how many jobs the transaction changed."""
+
+    target: str
+    detail: str
+
+    def row(self, action: str, actor: str, changed: int, now: Any) -> dict[str, Any]:
+        """The parameters of the dialect's ``audit`` statement (``now`` bound as the engine binds times)."""
+        return {
+            "now": now,
+            "actor": actor,
+            "action": f"jobs.bulk_{action}",
+            "target": self.target,
+            "detail": f"{self.detail}; jobs changed: {changed}",
+        }
+
+
 class JobSearch(NamedTuple):
     """What a search of the jobs looks for (every given field must match; None or empty: any).
 

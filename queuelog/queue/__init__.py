@@ -4,7 +4,7 @@ The faces (api/, web/, cli/) read jobs as the engines' records, re-exported here
 never ``queuelog.engines`` (pyproject.toml, ``[tool.importlinter]``)."""
 
 from queuelog.engines import JobRecord
-from queuelog.engines.records import JobSearch
+from queuelog.engines.records import BulkAudit, JobSearch
 from queuelog.queue.core import MAX_ERROR_CHARS, Queue
 from queuelog.queue.errors import (
     Code,
@@ -26,6 +26,7 @@ __all__ = [
     "InvalidState",
     "JobNotFound",
     "JobRecord",
+    "BulkAudit",
     "JobSearch",
     "JobSpec",
     "JobTypeRules",

@@ -3,7 +3,8 @@ holds a query of its own.
 
 Each change and its audit row are one transaction: a change that is refused or fails half-way leaves
 neither. Job types (types.py) and schedules (schedules.py) keep their own homes in the queue layer and
-write their audit rows the same way, made by ``audit_row``.
+write their audit rows the same way, made by ``audit_row``; a bulk action on jobs has its rows written by
+the engine in each batch's transaction (``BulkAudit``, queuelog/queue/console.py).
 
 Refusals are codes with parameters (queuelog/access/refusals.py): "already exists", "the last active admin",
 "no such user" ... each face words them.
@@ -58,12 +59,6 @@ class AdminStore:
         self.engine = engine if engine is not None else engine_for(db)
 
     # -- the audit log --------------------------------------------------------------------------------
-
-    def record(self, actor: str, action: str, target: str, detail: str | None = None) -> None:
-        """Record an act whose changes are made elsewhere, in their own transactions (a bulk action's
-        step on jobs: each job's history records its own change)."""
-        with self.db.session(write=True) as session, session.begin():
-            session.add(audit_row(actor, action, target, detail))
 
     def audit_log(self, limit: int = AUDIT_PAGE) -> list[AuditLog]:
         """The newest ``limit`` rows of the audit log, newest first."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from queuelog import metrics
-from queuelog.engines.records import JobSearch, SearchPage
+from queuelog.engines.records import BulkAudit, JobSearch, SearchPage
 from queuelog.engines.search import STATUS_SETS
 from queuelog.queue.core import Queue
 
@@ -57,11 +57,15 @@ class Console:
         most ``COUNT_CAP + 1``: a count above ``COUNT_CAP`` means "more than ``COUNT_CAP``"."""
         return self.engine.count_matching(search, action=action, ceiling=ceiling, cap=COUNT_CAP + 1)
 
-    def apply(self, action: str, job_ids: Sequence[int], actor: str) -> int:
+    def apply(
+        self, action: str, job_ids: Sequence[int], actor: str, *, audit: BulkAudit | None = None
+    ) -> int:
         """Apply ``action`` to the jobs ``job_ids`` in batches; how many changed. Jobs no longer in a
-        state the action applies to are left alone."""
+        state the action applies to are left alone. Each batch writes ``audit``'s row, with the number
+        it changed, in its own transaction."""
         ids = sorted(set(job_ids), reverse=True)
-        return sum(len(self._batch(action, ids[i : i + BATCH], actor)) for i in range(0, len(ids), BATCH))
+        batches = [ids[i : i + BATCH] for i in range(0, len(ids), BATCH)] or [[]]
+        return sum(len(self._batch(action, batch, actor, audit)) for batch in batches)
 
     def apply_matching(
         self,
@@ -70,27 +74,30 @@ class Console:
         actor: str,
         *,
         below: int,
+        audit: BulkAudit | None = None,
     ) -> Progress:
         """Apply ``action`` to the jobs matching ``search`` with ids below ``below``, newest first, for
         about ``budget`` seconds (at least one page of the search); returns how many changed and where
-        to continue."""
+        to continue. Each batch writes ``audit``'s row in its own transaction; a call that found nothing
+        to change writes one row that says so (0)."""
         if action == "cancel" and search.status is None:
             search = search._replace(status="pending")  # the one status it applies to: use its index
         deadline = time.monotonic() + self.budget
-        done, before = 0, below
+        done, before, batches = 0, below, 0
         while True:
             page = self.search(search, before_id=before, limit=BATCH)
             eligible = [job.id for job in page.jobs if job.status in STATUS_SETS[action]]
             if eligible:
-                done += len(self._batch(action, eligible, actor))
-            if page.next_before is None:
-                return Progress(done, None)
+                done += len(self._batch(action, eligible, actor, audit))
+                batches += 1
+            if page.next_before is None or time.monotonic() >= deadline:
+                if not batches:
+                    self._batch(action, [], actor, audit)  # the audit row of a step that changed nothing
+                return Progress(done, page.next_before)
             before = page.next_before
-            if time.monotonic() >= deadline:
-                return Progress(done, before)
 
-    def _batch(self, action: str, job_ids: Sequence[int], actor: str) -> list[int]:
-        changed = self.engine.bulk(action, job_ids, actor, now=self.queue.clock())
+    def _batch(self, action: str, job_ids: Sequence[int], actor: str, audit: BulkAudit | None) -> list[int]:
+        changed = self.engine.bulk(action, job_ids, actor, now=self.queue.clock(), audit=audit)
         if action == "retry" and changed:
             metrics.RETRIED.inc(len(changed))
             self.queue._notify_arrival()

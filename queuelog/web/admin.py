@@ -11,9 +11,10 @@ from flask_login import current_user
 from wtforms import SelectChoice
 
 from queuelog.access.auth import AuthError
+from queuelog.queue import BulkAudit
 from queuelog.queue.stats import QueueStats
 from queuelog.web import admin_required, admin_store, console, queue
-from queuelog.web.bulk import done_message, record
+from queuelog.web.bulk import done_message
 from queuelog.web.forms import (
     ConfirmForm,
     KeyCreateForm,
@@ -50,8 +51,8 @@ def error_group_action(group_id: str, action: str):
     if request.method == "POST" and form.validate_on_submit():
         # The same bulk action as the jobs list's (queuelog/queue/console.py): batches, each guarded by
         # status in its statement, so a job that changed since the confirmation is left alone.
-        done = console().apply(action, job_ids, current_user.username)
-        record(action, f"error group {group_id}", f"{group.type}: {group.signature}", done)
+        audit = BulkAudit(f"error group {group_id}", f"{group.type}: {group.signature}")
+        done = console().apply(action, job_ids, current_user.username, audit=audit)
         message = done_message(action, done)
         flash(message, "success")
         return redirect(url_for("web_admin.errors"))

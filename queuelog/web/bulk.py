@@ -16,8 +16,9 @@ from flask_babel import ngettext
 from flask_login import current_user
 
 from queuelog.inputs import ascii_int
+from queuelog.queue import BulkAudit
 from queuelog.queue.console import ACTIONS, COUNT_CAP
-from queuelog.web import admin_required, admin_store, console
+from queuelog.web import admin_required, console
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.search import parse_search, search_terms
 
@@ -32,13 +33,6 @@ def done_message(action: str, done: int) -> str:
     if action == "cancel":
         return ngettext("%(num)d job cancelled.", "%(num)d jobs cancelled.", done)
     return ngettext("%(num)d job deleted.", "%(num)d jobs deleted.", done)
-
-
-def record(action: str, scope: str, detail: str, done: int) -> None:
-    """The audit log's line of one step of a bulk action: what, on which jobs, how many changed."""
-    admin_store().record(
-        current_user.username, f"jobs.bulk_{action}", scope, f"{detail}; jobs changed: {done}"
-    )
 
 
 def _action(action: str) -> str:
@@ -60,8 +54,8 @@ def selected():
         return redirect(back_url)
     form = ConfirmForm()
     if request.form.get("confirmed") == "1" and form.validate_on_submit():
-        done = console().apply(action, job_ids, current_user.username)
-        record(action, "selected", "ids: " + " ".join(map(str, job_ids)), done)
+        audit = BulkAudit("selected", "ids: " + " ".join(map(str, job_ids)))
+        done = console().apply(action, job_ids, current_user.username, audit=audit)
         flash(done_message(action, done), "success")
         return redirect(back_url)
     return render_template(
@@ -100,8 +94,8 @@ def matching(action: str):
         abort(400)
     before = ascii_int(request.form.get("before")) or ceiling + 1
     total = ascii_int(request.form.get("total")) or 0
-    progress = bulk.apply_matching(action, parsed.search, current_user.username, below=before)
-    record(action, "matching", f"search: {back or '(everything)'}; ids below {before}", progress.done)
+    audit = BulkAudit("matching", f"search: {back or '(everything)'}; ids below {before}")
+    progress = bulk.apply_matching(action, parsed.search, current_user.username, below=before, audit=audit)
     total += progress.done
     if progress.next_before is None:
         flash(done_message(action, total), "success")

@@ -176,3 +176,28 @@ def test_search_among_given_ids(engine, jobs):
         engine.count_matching(JobSearch(ids=chosen), action="retry", ceiling=ceiling, cap=100) == 3
     )  # failed or cancelled
     assert engine.count_matching(JobSearch(ids=()), action="retry", ceiling=ceiling, cap=100) == 0
+
+
+def test_a_bulk_change_and_its_audit_row_are_one_transaction(db, engine):
+    """The audit row of a bulk action is written in the transaction of its changes: with the row refused
+    by the database, nothing changes; with it, the row counts exactly the jobs changed (0 included)."""
+    from sqlalchemy import select
+
+    from queuelog.engines.records import BulkAudit
+    from queuelog.models import AuditLog
+    from tests.queue.test_admin import REFUSED, audit_refused
+
+    made = [engine.insert("alice", [new()], NOW)[0][0].id for _ in range(3)]
+    audit = BulkAudit("selected", "ids: " + " ".join(map(str, made)))
+    with audit_refused(db), pytest.raises(REFUSED):
+        engine.bulk("cancel", made, "admin", now=later(1), audit=audit)
+    assert [engine.get(i).status for i in made] == ["pending"] * 3
+    assert [e.event for e in engine.events(made[0])] == ["enqueued"]
+    assert engine.bulk("cancel", made[:2], "admin", now=later(2), audit=audit) == made[:2]
+    assert engine.bulk("retry", made[2:], "admin", now=later(3), audit=audit) == []
+    with db.session() as session:
+        rows = session.scalars(select(AuditLog).order_by(AuditLog.id)).all()
+    assert [(r.actor, r.action, r.target, r.detail) for r in rows] == [
+        ("admin", "jobs.bulk_cancel", "selected", f"{audit.detail}; jobs changed: 2"),
+        ("admin", "jobs.bulk_retry", "selected", f"{audit.detail}; jobs changed: 0"),
+    ]

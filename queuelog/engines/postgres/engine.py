@@ -22,6 +22,7 @@ from queuelog.db import Database, DatabaseUnavailable
 from queuelog.engines.engine import Engine
 from queuelog.engines.postgres.sql import (
     ANY_HELD,
+    AUDIT,
     BULK,
     BY_KEY,
     CANCEL,
@@ -53,7 +54,16 @@ from queuelog.engines.postgres.sql import (
     bind_json,
     decode_job,
 )
-from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.records import (
+    Backoff,
+    BulkAudit,
+    Claimed,
+    JobRecord,
+    KeyConflict,
+    NewJob,
+    Unchanged,
+    claim_order,
+)
 from queuelog.engines.shared import SharedEngine
 
 P = ParamSpec("P")
@@ -378,10 +388,22 @@ class PostgresEngine(SharedEngine):
     # -- bulk actions (the console) ----------------------------------------------------------------------
 
     @retry_aborted
-    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+    def bulk(
+        self,
+        action: str,
+        job_ids: Sequence[int],
+        actor: str,
+        *,
+        now: datetime,
+        audit: BulkAudit | None = None,
+    ) -> list[int]:
         params = {"ids": [int(i) for i in job_ids], "now": now, "actor": actor}
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            return sorted(row[0] for row in cur.execute(BULK[action], params).fetchall())
+        # One statement needs no transaction of its own; with its audit row it does.
+        with self.db.cursor(write=True, autocommit=audit is None) as cur:
+            changed = sorted(row[0] for row in cur.execute(BULK[action], params).fetchall())
+            if audit is not None:
+                cur.execute(AUDIT, audit.row(action, actor, len(changed), now))
+        return changed
 
     # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
 

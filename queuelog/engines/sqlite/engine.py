@@ -17,9 +17,19 @@ from typing import Any
 
 from queuelog.db import Database
 from queuelog.engines.engine import Engine
-from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.records import (
+    Backoff,
+    BulkAudit,
+    Claimed,
+    JobRecord,
+    KeyConflict,
+    NewJob,
+    Unchanged,
+    claim_order,
+)
 from queuelog.engines.shared import SharedEngine, first_row
 from queuelog.engines.sqlite.sql import (
+    AUDIT,
     BULK,
     BULK_DELETE_HISTORY,
     BULK_EVENT,
@@ -348,7 +358,15 @@ class SQLiteEngine(SharedEngine):
 
     # -- bulk actions (the console) ----------------------------------------------------------------------
 
-    def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
+    def bulk(
+        self,
+        action: str,
+        job_ids: Sequence[int],
+        actor: str,
+        *,
+        now: datetime,
+        audit: BulkAudit | None = None,
+    ) -> list[int]:
         ts = bind_time(now)
         ids = json.dumps([int(i) for i in job_ids])
         with self.db.cursor(write=True) as cur:
@@ -359,6 +377,8 @@ class SQLiteEngine(SharedEngine):
                 _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
             elif changed:
                 cur.execute(BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
+            if audit is not None:
+                cur.execute(AUDIT, audit.row(action, actor, len(changed), ts))
         return sorted(i for i, _ in changed)
 
     # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
