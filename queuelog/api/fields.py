@@ -11,6 +11,7 @@ from flask import current_app
 from queuelog.api.problems import ApiError, invalid
 from queuelog.api.shapes import COMPONENTS, REF, Configured, Field, printable_pattern
 from queuelog.models import PRIORITIES
+from queuelog.queue.console import PATH_KEYS, PATH_PATTERN, SEARCH_NAME_CHARS
 from queuelog.queue.inputs import check_document
 
 COMPONENTS["PrintableText"] = {
@@ -158,13 +159,12 @@ def array(item: Field, description: str | None = None) -> Field:
     return answer({"type": "array", "items": item.json_schema()}, description)
 
 
-PATH_KEYS = 8
-PATH_PATTERN = r'^[^."\\]{1,64}(?:\.[^."\\]{1,64}){0,7}$'  # 1 to PATH_KEYS keys
-
-
 def payload_path(description: str) -> Field:
-    """The keys of a payload field, separated by dots: 1 to 8 keys of 1 to 64 printable characters, none
-    holding a dot, a quote or a backslash; parsed into a tuple of keys."""
+    """The keys of a payload field, separated by dots, as a search takes them (``PATH_PATTERN``, the
+    queue layer's rule): printable text, parsed into a tuple of keys."""
     schema = {"$ref": REF + "PrintableText", "pattern": PATH_PATTERN, "description": description}
-    message = f"must be 1 to {PATH_KEYS} keys of 1 to 64 characters separated by dots, without quotes or backslashes"
+    message = (
+        f"must be 1 to {PATH_KEYS} keys of 1 to {SEARCH_NAME_CHARS} characters separated by dots, without"
+        " quotes or backslashes"
+    )
     return Field(schema, message, check=lambda value, path: tuple(value.split(".")))

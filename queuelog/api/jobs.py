@@ -40,7 +40,7 @@ from queuelog.api.shapes import Field, ListOf, Shape, entries, join
 from queuelog.inputs import ascii_int
 from queuelog.models import STATUSES
 from queuelog.queue import JobSearch, JobSpec, QueueError
-from queuelog.queue.console import Console
+from queuelog.queue.console import SEARCH_NAME_CHARS, SEARCH_TEXT_CHARS, Console, unpaired
 from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from queuelog.queue.principal import Principal
 
@@ -123,10 +123,11 @@ LIST_QUERY = Shape(
     " of them per page (docs/console.md#search), and window_full in the answer says a page stopped there.",
     {
         "status": choice(STATUSES, "Only jobs in this state."),
-        "type": text(64, "Only jobs of this type."),
+        "type": text(SEARCH_NAME_CHARS, "Only jobs of this type."),
         "priority": priority("Only jobs of this priority."),
         "worker": text(
-            64, "Only jobs last held by this worker (its key's name). Checked on the window of candidates."
+            SEARCH_NAME_CHARS,
+            "Only jobs last held by this worker (its key's name). Checked on the window of candidates.",
         ),
         "created_from": timestamp(
             "Only jobs created at or after this time. Checked on the window of candidates."
@@ -137,7 +138,7 @@ LIST_QUERY = Shape(
         ),
         "finished_to": timestamp("Only jobs finished before this time. Checked on the window of candidates."),
         "error": text(
-            200,
+            SEARCH_TEXT_CHARS,
             "Admins only: jobs whose latest (redacted) error contains this text, in any ASCII case, taken"
             " literally. Checked on the window of candidates.",
         ),
@@ -145,7 +146,7 @@ LIST_QUERY = Shape(
             "With payload_value: the keys of a payload field, separated by dots (to, customer.email)."
         ),
         "payload_value": text(
-            200,
+            SEARCH_TEXT_CHARS,
             "With payload_path: the field's value written as text (a string as it is, 42, true). Checked"
             " on the window of candidates.",
         ),
@@ -289,9 +290,9 @@ def list_jobs(query: dict[str, Any]):
     principal: Principal = g.principal
     if query["error"] is not None and not principal.sees_errors:
         raise invalid("error", "may be used by admins only")
-    if (query["payload_path"] is None) != (query["payload_value"] is None):
-        missing = "payload_value" if query["payload_value"] is None else "payload_path"
-        raise invalid(missing, "is required with payload_path and payload_value")
+    missing = unpaired(query["payload_path"] is not None, query["payload_value"] is not None)
+    if missing:
+        raise invalid(f"payload_{missing}", "is required with payload_path and payload_value")
     search = JobSearch(
         owner=principal.owner_scope,
         **{name: query[name] for name in _SEARCHED if query[name] is not None},

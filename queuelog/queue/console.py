@@ -11,6 +11,7 @@ walk starts at the newest id the confirmation counted.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -25,6 +26,29 @@ BATCH = 500  # jobs per transaction of a bulk action
 SCAN = 10_000  # candidates one search page examines at most
 COUNT_CAP = 100_000  # a confirmation counts at most this many jobs
 BUDGET_SECONDS = 2.0  # how long one request of a bulk action on a search works before it answers
+
+# What a search may name, the same for the JSON API's GET /jobs and the jobs page (docs/console.md#search):
+SEARCH_NAME_CHARS = 64  # an owner, a worker or a type
+SEARCH_TEXT_CHARS = 200  # error text, a payload value
+PATH_KEYS = 8  # a payload field's keys, each of 1 to SEARCH_NAME_CHARS characters
+PATH_PATTERN = (
+    rf'^[^."\\]{{1,{SEARCH_NAME_CHARS}}}(?:\.[^."\\]{{1,{SEARCH_NAME_CHARS}}}){{0,{PATH_KEYS - 1}}}$'
+)
+
+
+def payload_path(text: str) -> tuple[str, ...] | None:
+    """The keys of a payload field written with dots (``customer.email``), or None when it is not one
+    a search takes: 1 to ``PATH_KEYS`` keys, none empty or longer than ``SEARCH_NAME_CHARS``, without
+    quotes or backslashes (``PATH_PATTERN``)."""
+    return tuple(text.split(".")) if re.fullmatch(PATH_PATTERN, text) else None
+
+
+def unpaired(path_given: bool, value_given: bool) -> str | None:
+    """Which of a payload field's path and value is missing when only the other was given ("path" or
+    "value"), or None: a search on a payload field needs both."""
+    if path_given == value_given:
+        return None
+    return "value" if path_given else "path"
 
 
 class Progress(NamedTuple):

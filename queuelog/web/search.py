@@ -18,6 +18,13 @@ from werkzeug.datastructures import MultiDict
 from queuelog.inputs import ascii_int
 from queuelog.models import PRIORITIES, STATUSES
 from queuelog.queue import JobSearch
+from queuelog.queue.console import (
+    PATH_KEYS,
+    SEARCH_NAME_CHARS,
+    SEARCH_TEXT_CHARS,
+    payload_path,
+    unpaired,
+)
 from queuelog.queue.stats import ErrorGroup, QueueStats
 from queuelog.web import queue
 
@@ -55,9 +62,6 @@ LABELS = {
     "value": _l("Payload value"),
     "group": _l("Error group"),
 }
-NAME_CHARS = 64  # owners, workers and types are names of at most 64 characters
-TEXT_CHARS = 200  # error text and payload values
-PATH_KEYS = 8
 _LOCAL_TIME = re.compile(r"(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?", re.ASCII)
 
 
@@ -82,8 +86,8 @@ def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch
             found.update(_field(name, text))
         except ValueError as exc:
             errors[name] = str(exc)
-    if ("path" in query) != ("value" in query):
-        missing = "value" if "path" in query else "path"
+    missing = unpaired("path" in query, "value" in query)
+    if missing:
         errors.setdefault(missing, _("Give both a payload field and its value."))
     if not admin:
         found["owner"] = username
@@ -111,8 +115,8 @@ def search_terms(parsed: ParsedSearch) -> list[tuple[str, str]]:
 
 
 def _name(text: str) -> str:
-    if len(text) > NAME_CHARS:
-        raise ValueError(_("Use at most %(max)d characters.", max=NAME_CHARS))
+    if len(text) > SEARCH_NAME_CHARS:
+        raise ValueError(_("Use at most %(max)d characters.", max=SEARCH_NAME_CHARS))
     return text
 
 
@@ -126,7 +130,7 @@ def _field(name: str, text: str) -> dict:
     if name in ("owner", "type"):
         return {name: _name(text)}
     if name == "group":
-        return {"group": text[:NAME_CHARS]}
+        return {"group": text[:SEARCH_NAME_CHARS]}
     if name == "worker":
         return {"worker": _name(text)}
     if name == "priority":
@@ -140,12 +144,12 @@ def _field(name: str, text: str) -> dict:
     if name.endswith(("_from", "_to")):
         return {name: _local_time(text)}
     if name == "error":
-        if len(text) > TEXT_CHARS:
-            raise ValueError(_("Use at most %(max)d characters.", max=TEXT_CHARS))
+        if len(text) > SEARCH_TEXT_CHARS:
+            raise ValueError(_("Use at most %(max)d characters.", max=SEARCH_TEXT_CHARS))
         return {"error": text}
     if name == "path":
-        keys = tuple(text.split("."))
-        if len(keys) > PATH_KEYS or any(not k or len(k) > NAME_CHARS or '"' in k or "\\" in k for k in keys):
+        keys = payload_path(text)
+        if keys is None:
             raise ValueError(
                 _(
                     "Write the field's keys separated by dots, such as customer.email: at most %(keys)d keys, none empty, without quotes or backslashes.",
@@ -153,8 +157,8 @@ def _field(name: str, text: str) -> dict:
                 )
             )
         return {"payload_path": keys}
-    if len(text) > TEXT_CHARS:  # value
-        raise ValueError(_("Use at most %(max)d characters.", max=TEXT_CHARS))
+    if len(text) > SEARCH_TEXT_CHARS:  # value
+        raise ValueError(_("Use at most %(max)d characters.", max=SEARCH_TEXT_CHARS))
     return {"payload_value": text}
 
 

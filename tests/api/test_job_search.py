@@ -72,3 +72,47 @@ def test_a_page_that_examined_its_whole_window_says_so(app, admin, producer):
         answer = admin.get(f"/jobs?payload_path=n&payload_value=0&cursor={answer['next_cursor']}").json
         seen += [job["id"] for job in answer["jobs"]]
     assert seen == [jobs[0]] and answer["window_full"] is False
+
+
+LONG_NAME, LONG_TEXT = "w" * 64, "e" * 200
+
+
+@pytest.mark.parametrize(
+    "api_field, page_field, value, accepted",
+    [
+        ("worker", "worker", LONG_NAME, True),
+        ("worker", "worker", LONG_NAME + "w", False),
+        ("type", "type", LONG_NAME, True),
+        ("type", "type", LONG_NAME + "t", False),
+        ("error", "error", LONG_TEXT, True),
+        ("error", "error", LONG_TEXT + "e", False),
+        ("payload_path", "path", ".".join("k" * 8), True),
+        ("payload_path", "path", ".".join("k" * 9), False),
+        ("payload_path", "path", "k" * 64, True),
+        ("payload_path", "path", "k" * 65, False),
+        ("payload_path", "path", "a..b", False),
+        ("payload_path", "path", 'a"b', False),
+        ("payload_path", "path", "a\\b", False),
+        ("payload_value", "value", LONG_TEXT, True),
+        ("payload_value", "value", LONG_TEXT + "v", False),
+    ],
+)
+def test_the_api_and_the_jobs_page_draw_the_same_line(
+    admin, admin_browser, api_field, page_field, value, accepted
+):
+    """GET /jobs and the jobs page take a search's fields by one set of rules (queuelog/queue/console.py):
+    each value at the edge is accepted by both, one past it refused by both, naming the field."""
+    from urllib.parse import urlencode
+
+    pair = {"payload_path": ("payload_value", "1"), "payload_value": ("payload_path", "k")}
+    api_query = {api_field: value, **dict([pair[api_field]] if api_field in pair else [])}
+    page_query = {page_field: value, **({"value": "1"} if page_field == "path" else {})}
+    if page_field == "value":
+        page_query["path"] = "k"
+    api = admin.get(f"/jobs?{urlencode(api_query)}")
+    page = admin_browser.get(f"/queue?{urlencode(page_query)}").get_data(as_text=True)
+    assert (api.status_code == 200) is accepted, api.get_json()
+    if not accepted:
+        assert [e["field"] for e in api.json["errors"]] == [api_field]
+    assert (f'id="f-{page_field}-error"' in page) is (not accepted)
+    assert 'class="error" id="f-' not in page.replace(f'id="f-{page_field}-error"', "")  # no other field
