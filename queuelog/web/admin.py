@@ -13,8 +13,8 @@ from wtforms import SelectChoice
 from queuelog.access.auth import AuthError
 from queuelog.queue import BulkAudit
 from queuelog.queue.stats import QueueStats
-from queuelog.web import admin_required, admin_store, console, queue
 from queuelog.web.bulk import done_message
+from queuelog.web.context import admin_required, admin_store, console, queue
 from queuelog.web.forms import (
     ConfirmForm,
     KeyCreateForm,

@@ -14,7 +14,7 @@ from queuelog.access.ratelimit import LoginLimiter
 from queuelog.extensions import login_manager
 from queuelog.i18n import LANGUAGES, timezone_choices, valid_timezone
 from queuelog.models import User
-from queuelog.web import admin_store
+from queuelog.web.context import admin_store
 from queuelog.web.forms import LoginForm, PasswordChangeForm
 from queuelog.web.refusals import refusal_text
 

@@ -18,7 +18,7 @@ from flask_login import current_user
 from queuelog.inputs import ascii_int
 from queuelog.queue import BulkAudit
 from queuelog.queue.console import ACTIONS, COUNT_CAP
-from queuelog.web import admin_required, console
+from queuelog.web.context import admin_required, console
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.search import parse_search, search_terms
 

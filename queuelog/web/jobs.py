@@ -26,7 +26,7 @@ from queuelog.queue.inputs import (
 from queuelog.queue.limits import running_of
 from queuelog.queue.monitor import ConsoleStats
 from queuelog.queue.stats import QueueStats
-from queuelog.web import console, principal, queue
+from queuelog.web.context import console, principal, queue
 from queuelog.web.forms import ConfirmForm, SubmitJobForm
 from queuelog.web.refusals import form_field, refusal_text
 from queuelog.web.search import parse_search

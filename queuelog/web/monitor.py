@@ -19,7 +19,7 @@ from queuelog.access.auth import AuthError
 from queuelog.models import utcnow
 from queuelog.queue import monitor as console_stats
 from queuelog.queue.monitor import ConsoleStats
-from queuelog.web import admin_required, admin_store, queue
+from queuelog.web.context import admin_required, admin_store, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.jobs import _chart
 from queuelog.web.sessions import ApiFreeSessions

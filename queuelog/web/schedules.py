@@ -20,7 +20,7 @@ from queuelog.queue.cron import Timing, zone
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.inputs import check_document, read_json
 from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues, timing_refusals
-from queuelog.web import admin_required, queue
+from queuelog.web.context import admin_required, queue
 from queuelog.web.forms import ConfirmForm, ScheduleForm
 from queuelog.web.refusals import form_field, refusal_text, show_beside_fields
 

@@ -26,7 +26,7 @@ from queuelog.queue.console import (
     unpaired,
 )
 from queuelog.queue.stats import ErrorGroup, QueueStats
-from queuelog.web import queue
+from queuelog.web.context import queue
 
 FIELDS = (
     "id",

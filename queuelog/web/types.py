@@ -17,8 +17,8 @@ from queuelog.queue import QueueError
 from queuelog.queue.errors import each_refusal
 from queuelog.queue.limits import DEFAULT_PERIOD, LIMIT_FIELDS, is_limited, running_by_type
 from queuelog.queue.types import SchemaRefused, schema_too_deep
-from queuelog.web import admin_required, queue
 from queuelog.web.admin import bp
+from queuelog.web.context import admin_required, queue
 from queuelog.web.forms import ConfirmForm, JobTypeEditForm, JobTypeForm
 from queuelog.web.refusals import refusal_text, show_beside_fields
 
