@@ -62,7 +62,9 @@ def test_a_job_waits_for_its_dependencies_and_is_released_by_the_last(engine):
     second = next(j for j in held if j.id == b.id)
     engine.complete(b.id, "w", second.lease_token, now=later(1), result_json=None)
     released = engine.get(c.id)
-    assert released.status == "pending" and ids(released.waiting_on) == [] and released.available_at == later(1)
+    assert (
+        released.status == "pending" and ids(released.waiting_on) == [] and released.available_at == later(1)
+    )
     assert history(engine, c.id) == [("enqueued", "alice"), ("released", "system")]
     [claimed] = claim(engine, at=later(1))
     assert claimed.id == c.id
@@ -188,7 +190,9 @@ def test_a_batch_is_made_all_at_once_with_refs_and_counts(engine):
     assert created and batch.status == "running" and batch.total == 3 and len(batch.jobs) == 3
     first, second, third = (engine.get(i) for i in batch.jobs)
     assert (first.status, second.status, third.status) == ("pending", "waiting", "waiting")
-    assert ids(third.depends_on) == [first.id, second.id] and {j.batch_id for j in (first, second)} == {batch.id}
+    assert ids(third.depends_on) == [first.id, second.id] and {j.batch_id for j in (first, second)} == {
+        batch.id
+    }
     assert batch.counts["pending"] == 1 and batch.counts["waiting"] == 2
     assert engine.get_batch(batch.id) == batch
 
@@ -204,7 +208,7 @@ def test_a_batch_finishes_with_its_last_member_and_enqueues_callbacks_once(engin
     success, end = engine.get(done.on_success_job), engine.get(done.on_finish_job)
     assert json.loads(success.payload) == {"step": "ok"} and json.loads(end.payload) == {"step": "end"}
     assert success.status == end.status == "pending" and success.callback_of == batch.id
-    assert success.batch_id is None and done.jobs == tuple(j.id for j in held)
+    assert success.batch_id == batch.id and done.jobs == tuple(j.id for j in held)
     assert len(engine.list_jobs(owner="alice", limit=50)) == 4
 
 
@@ -292,7 +296,7 @@ def test_the_last_two_members_finishing_at_once_enqueue_callbacks_exactly_once(e
         assert final.status == "succeeded" and final.counts["completed"] == 8
         callbacks = [j for j in engine.list_jobs(owner="alice", limit=500) if j.callback_of == batch.id]
         assert sorted(j.id for j in callbacks) == sorted([final.on_success_job, final.on_finish_job])
-        for job in callbacks:  # drain them, so the next round claims only members
+        for _ in callbacks:  # drain them, so the next round claims only members
             [c] = claim(engine)
             engine.complete(c.id, "w", c.lease_token, now=NOW, result_json=None)
 
