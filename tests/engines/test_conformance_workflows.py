@@ -324,3 +324,26 @@ def test_plain_jobs_show_no_dependencies_and_take_no_workflow_path(engine):
     )
     done = finish(engine, job)
     assert not isinstance(done, Unchanged) and done.status == "completed"
+
+
+def test_a_dependent_is_released_once_whichever_way_its_dependencies_finish(engine):
+    """Four dependencies end four ways (completed, lease expired out of retries, cancelled, failed then
+    retried by an admin and completed): the job that runs whatever their outcome is released exactly once,
+    by the last, and never before."""
+    deps = [job for job, _ in engine.insert("alice", [new(max_retries=0) for _ in range(4)], NOW)]
+    [(joined, _)] = engine.insert("alice", [after(new(), *(d.id for d in deps), run=True)], NOW)
+    ordered = sorted(claim(engine, limit=3, lease=5), key=lambda j: j.id)
+    engine.complete(ordered[0].id, "w", ordered[0].lease_token, now=NOW, result_json=None)
+    engine.fail(ordered[2].id, "w", ordered[2].lease_token, now=NOW, error="x", retryable=False, backoff=NO_WAIT)
+    assert engine.get(joined.id).status == "waiting"
+    engine.expire(now=later(10), backoff=NO_WAIT)  # deps[1]: out of retries, failed
+    assert engine.get(joined.id).status == "waiting"
+    engine.retry(deps[2].id, "root", now=later(10))  # failed -> pending again: it must be waited for
+    assert ids(engine.get(joined.id).waiting_on) == [deps[2].id, deps[3].id]
+    engine.cancel(deps[3].id, "alice", now=later(10))
+    assert engine.get(joined.id).status == "waiting"
+    [again] = claim(engine, at=later(11))
+    assert again.id == deps[2].id
+    engine.complete(again.id, "w", again.lease_token, now=later(11), result_json=None)
+    assert engine.get(joined.id).status == "pending"
+    assert [e for e in history(engine, joined.id) if e[0] == "released"] == [("released", "system")]
