@@ -349,3 +349,13 @@ def test_a_dependent_is_released_once_whichever_way_its_dependencies_finish(engi
     engine.complete(again.id, "w", again.lease_token, now=later(11), result_json=None)
     assert engine.get(joined.id).status == "pending"
     assert [e for e in history(engine, joined.id) if e[0] == "released"] == [("released", "system")]
+
+
+def test_pruning_a_finished_job_deletes_its_dependency_rows(engine):
+    [(a, _)] = engine.insert("alice", [new()], NOW)
+    [(b, _)] = engine.insert("alice", [after(new(), a.id)], NOW)
+    finish(engine, a)
+    finish(engine, b)
+    assert engine.dependents(a.id) == [b.id]
+    assert engine.prune(finished_before=later(1), batch=10, throughput_before=NOW) == 2
+    assert engine.dependents(a.id) == []
