@@ -148,10 +148,13 @@ class Client:
         run_at: datetime | str | None = None,
         delay_seconds: float | None = None,
         idempotency_key: str | None = None,
+        depends_on: list[int] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> Job:
         """Enqueue one job and return it. Without an ``idempotency_key`` the client makes one up (a UUID),
         so that its own retries cannot make the job twice; give your own to make a repeated call (after
-        a crash of your program, say) find the job the first one made."""
+        a crash of your program, say) find the job the first one made. With ``depends_on`` (job ids) it
+        waits for those jobs to finish (docs/workflows.md)."""
         body = job_body(
             type,
             payload,
@@ -160,6 +163,8 @@ class Client:
             run_at=run_at,
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key or str(uuid.uuid4()),
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
         return Job.from_json(self._send("POST", "/jobs", body, None, self.retries, True))
 
@@ -200,6 +205,7 @@ class Client:
         status: str | None = None,
         type: str | None = None,
         priority: str | None = None,
+        batch_id: int | None = None,
         worker: str | None = None,
         created_from: datetime | str | None = None,
         created_to: datetime | str | None = None,
@@ -219,6 +225,7 @@ class Client:
             "status": status,
             "type": type,
             "priority": priority,
+            "batch_id": batch_id,
             "worker": worker,
             "created_from": created_from,
             "created_to": created_to,

@@ -46,8 +46,12 @@ def job_body(
     run_at: datetime | str | None = None,
     delay_seconds: float | None = None,
     idempotency_key: str | None = None,
+    depends_on: list[int] | None = None,
+    on_dependency_failure: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of one job; parameters left None are left out (the server's defaults apply)."""
+    """The JSON body of one job; parameters left None are left out (the server's defaults apply).
+    ``depends_on``: ids of jobs it waits for (docs/workflows.md); ``on_dependency_failure``: "cancel"
+    (the server's default) or "run"."""
     body: dict[str, Any] = {"type": type}
     if payload is not None:
         body["payload"] = payload
@@ -61,4 +65,8 @@ def job_body(
         body["delay_seconds"] = delay_seconds
     if idempotency_key is not None:
         body["idempotency_key"] = idempotency_key
+    if depends_on is not None:
+        body["depends_on"] = list(depends_on)
+    if on_dependency_failure is not None:
+        body["on_dependency_failure"] = on_dependency_failure
     return body

@@ -104,8 +104,8 @@ class Console:
         about ``budget`` seconds (at least one page of the search); returns how many changed and where
         to continue. Each batch writes ``audit``'s row in its own transaction; a call that found nothing
         to change writes one row that says so (0)."""
-        if action == "cancel" and search.status is None:
-            search = search._replace(status="pending")  # the one status it applies to: use its index
+        if action == "cancel" and search.status is None and search.batch_id is None:
+            search = search._replace(status="pending")  # the status it mostly applies to: use its index
         deadline = time.monotonic() + self.budget
         done, before, batches = 0, below, 0
         while True:

@@ -10,6 +10,7 @@ def N_(message: str) -> str:  # noqa: N802 - the conventional name of a no-op ge
 
 LABELS = [
     # statuses
+    N_("waiting"),
     N_("pending"),
     N_("running"),
     N_("completed"),
@@ -35,3 +36,7 @@ LABELS = [
 # Events of running jobs (docs/running-jobs.md), with "_" shown as a space like the others:
 # cancel_requested is "cancel requested".
 RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]
+
+# Workflows (docs/workflows.md): a job waiting for its dependencies, the event that ends the wait, and the
+# statuses of a batch.
+WORKFLOW_LABELS = [N_("released"), N_("succeeded"), N_("finished with failures")]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Protocol
 
-FINISHED = frozenset({"completed", "failed", "cancelled"})
+FINISHED = frozenset({"completed", "failed", "cancelled"})  # waiting is not finished: it will run
 
 _TIMES = (
     "claimed_at",
@@ -71,7 +71,7 @@ class Job:
     type: str
     payload: dict[str, Any] = field(default_factory=dict)
     priority: str | None = None  # low, medium, high, critical
-    status: str | None = None  # pending, running, completed, failed, cancelled
+    status: str | None = None  # waiting, pending, running, completed, failed, cancelled
     retry_count: int = 0  # failed attempts so far
     max_retries: int | None = None
     owner: str | None = None
@@ -94,6 +94,10 @@ class Job:
     progress_message: str | None = None
     progress_updated_at: datetime | None = None
     snooze_count: int = 0
+    # Workflows (docs/workflows.md): the jobs it waits for, those still unfinished, and its batch.
+    depends_on: list[int] = field(default_factory=list)
+    waiting_on: list[int] = field(default_factory=list)
+    batch_id: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

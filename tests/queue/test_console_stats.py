@@ -45,7 +45,14 @@ def test_type_figures_over_the_hour_and_the_day(q, clock):
     figures = {t.name: t for t in ConsoleStats(q).types(now=clock.now)}
     assert set(figures) == {"email", "pdf", "sync"}  # the allowlist, used or not
     email = figures["email"]
-    assert email.by_status == {"pending": 0, "running": 0, "completed": 5, "failed": 1, "cancelled": 0}
+    assert email.by_status == {
+        "waiting": 0,
+        "pending": 0,
+        "running": 0,
+        "completed": 5,
+        "failed": 1,
+        "cancelled": 0,
+    }
     hour, day = email.windows["hour"], email.windows["day"]
     assert (hour.completed, hour.failed, hour.failure_rate) == (3, 1, 0.25)
     assert (hour.run_p50, hour.run_p95, hour.wait_p50, hour.wait_p95) == (0.5, 0.5, 2.0, 2.0)
