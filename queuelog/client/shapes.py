@@ -1,14 +1,15 @@
-"""What the producer client sends and one kind of answer it reads: job bodies (``POST /jobs`` and each
-item of ``POST /jobs/batch``, docs/api-reference.md) and a page of ``GET /jobs``."""
+"""What the producer client sends and the answers it reads besides jobs: job bodies (``POST /jobs``, each
+item of ``POST /jobs/batch`` and of ``POST /batches``, docs/api-reference.md), a page of ``GET /jobs``,
+and batches (docs/workflows.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from queuelog.wire.job import Job
+from queuelog.wire.job import Job, parse_time
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,11 @@ def job_body(
     run_at: datetime | str | None = None,
     delay_seconds: float | None = None,
     idempotency_key: str | None = None,
+    depends_on: Iterable[int | str] | None = None,
+    on_dependency_failure: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of one job; parameters left None are left out (the server's defaults apply)."""
+    """The JSON body of one job; parameters left None are left out (the server's defaults apply).
+    ``depends_on`` holds job ids, and inside a batch also the ``ref`` of an earlier member."""
     body: dict[str, Any] = {"type": type}
     if payload is not None:
         body["payload"] = payload
@@ -61,4 +65,77 @@ def job_body(
         body["delay_seconds"] = delay_seconds
     if idempotency_key is not None:
         body["idempotency_key"] = idempotency_key
+    if depends_on is not None:
+        body["depends_on"] = list(depends_on)
+    if on_dependency_failure is not None:
+        body["on_dependency_failure"] = on_dependency_failure
     return body
+
+
+def member_body(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One job of ``POST /batches``: the arguments of ``enqueue`` plus an optional ``ref``, the name that
+    later members give in their ``depends_on``."""
+    fields = dict(item)
+    ref = fields.pop("ref", None)
+    body = job_body(**fields)
+    if ref is not None:
+        body["ref"] = ref
+    return body
+
+
+BATCH_FINISHED = frozenset({"succeeded", "finished_with_failures"})
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch as the server showed it (``GET /batches/{id}``; docs/workflows.md). ``jobs`` holds its
+    members' ids in the order they were given; ``counts`` its members by status."""
+
+    id: int
+    status: str  # running, succeeded, finished_with_failures
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    jobs: list[int] = field(default_factory=list)
+    description: str | None = None
+    owner: str | None = None
+    on_success_job: int | None = None
+    on_finish_job: int | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Batch:
+        """The batch of an API answer; unknown fields stay in ``raw``."""
+        values = {name: data[name] for name in _BATCH_FIELDS if name in data}
+        for name in ("created_at", "finished_at"):
+            if name in values:
+                values[name] = parse_time(values[name])
+        return cls(**values, raw=data)
+
+    @property
+    def finished(self) -> bool:
+        """Every member is finished: ``succeeded`` or ``finished_with_failures``."""
+        return self.status in BATCH_FINISHED
+
+    @property
+    def done(self) -> int:
+        """How many members are finished (completed, failed or cancelled)."""
+        return sum(self.counts.get(status, 0) for status in ("completed", "failed", "cancelled"))
+
+
+@dataclass(frozen=True)
+class BatchPage:
+    """One page of ``GET /batches``, newest first; ``next_cursor`` asks for the next (None on the last)."""
+
+    batches: list[Batch]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+_BATCH_FIELDS = tuple(f.name for f in fields(Batch) if f.name != "raw")

@@ -3,7 +3,7 @@
 One definition serves both clients: the worker hands a ``Job`` to each handler, and the producer client
 (``queuelog.client``) returns them from enqueue, get, list and wait. Standard library only. A handler's
 job also talks back while it runs (docs/running-jobs.md): ``report_progress``, ``should_stop``,
-``check_cancelled`` and ``snooze`` go through the worker that runs it; on a producer's job they refuse. The fields are
+``check_cancelled``, ``snooze`` and ``add_to_batch`` go through the worker that runs it; on a producer's job they refuse. The fields are
 those of the API's job answer (docs/concepts.md#jobs; ``tests/client/test_types.py`` checks that they match the
 declared answer). An answer may leave fields out (a caller who may not see ``error``, say): those are
 None, and ``raw`` keeps the answer as it came, unknown fields included.
@@ -11,6 +11,7 @@ None, and ``raw`` keeps the answer as it came, unknown fields included.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Protocol
@@ -57,6 +58,10 @@ class Running(Protocol):
         """Send (or keep for the next heartbeat) a progress report."""
         ...
 
+    def add_to_batch(self, batch_id: int, jobs: list[dict[str, Any]]) -> list[int]:
+        """Add jobs to the batch of the running job, under its lease; their ids."""
+        ...
+
 
 def parse_time(value: str | None) -> datetime | None:
     """An RFC 3339 time of the API ("2026-12-01T10:13:58.546478Z") as an aware datetime."""
@@ -71,7 +76,7 @@ class Job:
     type: str
     payload: dict[str, Any] = field(default_factory=dict)
     priority: str | None = None  # low, medium, high, critical
-    status: str | None = None  # pending, running, completed, failed, cancelled
+    status: str | None = None  # waiting, pending, running, completed, failed, cancelled
     retry_count: int = 0  # failed attempts so far
     max_retries: int | None = None
     owner: str | None = None
@@ -94,6 +99,10 @@ class Job:
     progress_message: str | None = None
     progress_updated_at: datetime | None = None
     snooze_count: int = 0
+    # Workflows (docs/workflows.md): the jobs it waits for, those of them still unfinished, and its batch.
+    depends_on: list[int] = field(default_factory=list)
+    waiting_on: list[int] = field(default_factory=list)
+    batch_id: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -131,6 +140,16 @@ class Job:
         Then, like ``check_cancelled``, raise CancelRequested if its cancellation was requested."""
         self._line().report(percent, message)
         self.check_cancelled()
+
+    def add_to_batch(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Add jobs to this job's batch while it runs (docs/workflows.md): each item is the JSON body of
+        an enqueue (``{"type": "pdf", "payload": {...}, "depends_on": [...]}``). Sent at once, under
+        this job's lease, all or none; returns the new jobs' ids. The batch cannot finish meanwhile, so
+        its callbacks wait for the added jobs too. A job outside any batch raises RuntimeError; a
+        refusal (a bad item, a lost lease) raises the worker client's RequestRefused."""
+        if self.batch_id is None:
+            raise RuntimeError(f"job {self.id} is not in a batch")
+        return self._line().add_to_batch(self.batch_id, [dict(item) for item in jobs])
 
     def snooze(self, delay_seconds: float) -> None:
         """Hand the job back to run again after ``delay_seconds`` (raises Snooze)."""
