@@ -164,7 +164,7 @@ class Client:
 
         With ``depends_on`` (job ids) the job starts ``waiting`` and runs once they have all completed;
         when one fails or is cancelled it is cancelled too, unless ``on_dependency_failure="run"``
-        (docs/workflows.md)."""
+        (docs/batches.md)."""
         body = job_body(
             type,
             payload,
@@ -311,7 +311,7 @@ class Client:
             time.sleep(min(interval, left))
             interval = min(max_interval, interval * 1.5)
 
-    # -- batches (docs/workflows.md) ---------------------------------------------------------------------
+    # -- batches (docs/batches.md) ---------------------------------------------------------------------
 
     def batch(
         self,

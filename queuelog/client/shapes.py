@@ -1,6 +1,6 @@
 """What the producer client sends and the answers it reads besides jobs: job bodies (``POST /jobs``, each
 item of ``POST /jobs/batch`` and of ``POST /batches``, docs/api-reference.md), a page of ``GET /jobs``,
-and batches (docs/workflows.md)."""
+and batches (docs/batches.md)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ BATCH_FINISHED = frozenset({"succeeded", "finished_with_failures"})
 
 @dataclass(frozen=True)
 class Batch:
-    """A batch as the server showed it (``GET /batches/{id}``; docs/workflows.md). ``jobs`` holds its
+    """A batch as the server showed it (``GET /batches/{id}``; docs/batches.md). ``jobs`` holds its
     members' ids in the order they were given; ``counts`` its members by status."""
 
     id: int

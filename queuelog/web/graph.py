@@ -7,7 +7,7 @@ is shown at nearly its own size, and a wide fan-out grows down, not sideways. Ea
 page, coloured by status and labelled with its id and status in words (colour is never the only sign).
 
 The markup is built as text in one pass rather than in a template loop: a batch of 1,000 jobs is drawn in
-a few milliseconds (docs/workflows.md#measured).
+a few milliseconds (docs/batches.md#measured).
 """
 
 from __future__ import annotations

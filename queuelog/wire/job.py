@@ -99,7 +99,7 @@ class Job:
     progress_message: str | None = None
     progress_updated_at: datetime | None = None
     snooze_count: int = 0
-    # Workflows (docs/workflows.md): the jobs it waits for, those of them still unfinished, and its batch.
+    # Workflows (docs/batches.md): the jobs it waits for, those of them still unfinished, and its batch.
     depends_on: list[int] = field(default_factory=list)
     waiting_on: list[int] = field(default_factory=list)
     batch_id: int | None = None
@@ -142,7 +142,7 @@ class Job:
         self.check_cancelled()
 
     def add_to_batch(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Add jobs to this job's batch while it runs (docs/workflows.md): each item is the JSON body of
+        """Add jobs to this job's batch while it runs (docs/batches.md): each item is the JSON body of
         an enqueue (``{"type": "pdf", "payload": {...}, "depends_on": [...]}``). Sent at once, under
         this job's lease, all or none; returns the new jobs' ids. The batch cannot finish meanwhile, so
         its callbacks wait for the added jobs too. A job outside any batch raises RuntimeError; a
