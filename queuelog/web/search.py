@@ -23,6 +23,7 @@ from queuelog.web import queue
 
 FIELDS = (
     "id",
+    "batch",
     "owner",
     "worker",
     "type",
@@ -41,6 +42,7 @@ ADMIN_ONLY = ("owner", "error", "group")
 # The fields' names as the jobs list's search form shows them (templates/jobs/list.html).
 LABELS = {
     "id": _l("Job number"),
+    "batch": _l("Batch number"),
     "status": _l("Status"),
     "type": _l("Type"),
     "priority": _l("Priority"),
@@ -87,10 +89,18 @@ def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch
         errors.setdefault(missing, _("Give both a payload field and its value."))
     if not admin:
         found["owner"] = username
+    if "batch" in found:  # exactly the batch's jobs (docs/batches.md): none for another user's batch
+        batch = queue().get_batch(found.pop("batch"))
+        visible = batch is not None and (admin or batch.owner == username)
+        found["ids"] = tuple(batch.jobs) if batch is not None and visible else ()
     group = None
     if "group" in found:  # exactly the group's jobs: those the errors page lists under it
         group = QueueStats(queue()).error_group(found.pop("group"))
-        found["ids"] = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
+        ids = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
+        if "ids" in found:  # and a batch: the group's jobs in the batch
+            members = set(found["ids"])
+            ids = tuple(i for i in ids if i in members)
+        found["ids"] = ids
     return ParsedSearch(JobSearch(**found), errors, query, group)
 
 
@@ -123,6 +133,11 @@ def _field(name: str, text: str) -> dict:
         if number is None:
             raise ValueError(_("Enter a job number (digits 0 to 9 only)."))
         return {"id": number}
+    if name == "batch":
+        number = ascii_int(text.lstrip("#"))
+        if number is None:
+            raise ValueError(_("Enter a batch number (digits 0 to 9 only)."))
+        return {"batch": number}
     if name in ("owner", "type"):
         return {name: _name(text)}
     if name == "group":
