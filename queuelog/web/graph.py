@@ -2,8 +2,8 @@
 
 The layout is layered: a job sits one row below the lowest of its dependencies inside the batch (the
 jobs without any start at the top), so every arrow points down. A row holds at most ``COLUMNS`` jobs and
-wraps onto more rows beyond that, which keeps the drawing ``WIDTH`` wide whatever the batch: at 390 px it
-is shown at nearly its own size, and a wide fan-out grows down, not sideways. Each job is a link to its
+wraps onto more rows beyond that, which keeps the drawing ``WIDTH`` (280) px wide whatever the batch: it
+fits a 390 px phone at its own size, and a wide fan-out grows down, not sideways. Each job is a link to its
 page, coloured by status and labelled with its id and status in words (colour is never the only sign).
 
 The markup is built as text in one pass rather than in a template loop: a batch of 1,000 jobs is drawn in
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-COLUMNS = 4
+COLUMNS = 3
 NODE_W, NODE_H = 80, 36
 GAP_X, GAP_Y = 12, 22
 PAD = 6
