@@ -183,7 +183,10 @@ def cancel(batch_id: int):
         who = principal()
         try:
             queue().cancel_batch(batch_id, who.name, owner=who.owner_scope)
-            flash(_("Batch %(id)s cancelled: its running jobs stop at their next check.", id=batch_id), "success")
+            flash(
+                _("Batch %(id)s cancelled: its running jobs stop at their next check.", id=batch_id),
+                "success",
+            )
         except QueueError as exc:
             if exc.code is Code.BATCH_NOT_FOUND:
                 abort(404)
@@ -201,7 +204,9 @@ def retry(batch_id: int):
     if ConfirmForm().validate_on_submit():
         try:
             queue().retry_batch(batch_id, principal().name)
-            flash(_("The failed and cancelled jobs of batch %(id)s are queued again.", id=batch_id), "success")
+            flash(
+                _("The failed and cancelled jobs of batch %(id)s are queued again.", id=batch_id), "success"
+            )
         except QueueError as exc:
             if exc.code is Code.BATCH_NOT_FOUND:
                 abort(404)

@@ -36,7 +36,12 @@ def test_a_batch_with_refs_runs_in_order_and_calls_back_once(served, fake_worker
         description="two steps",
     )
     assert isinstance(batch, Batch)
-    assert (batch.status, batch.total, batch.description, batch.finished) == ("running", 2, "two steps", False)
+    assert (batch.status, batch.total, batch.description, batch.finished) == (
+        "running",
+        2,
+        "two steps",
+        False,
+    )
     first, second = batch.jobs
     assert client.get(second).status == "waiting" and client.get(second).batch_id == batch.id
     assert batch.counts.get("pending") == 1 and batch.counts.get("waiting") == 1 and batch.done == 0
@@ -55,7 +60,9 @@ def test_a_batch_with_refs_runs_in_order_and_calls_back_once(served, fake_worker
 
 def test_wait_batch_returns_a_batch_with_failures_and_times_out_with_the_batch(served, fake_worker):
     client = served.client()
-    batch = client.batch([{"type": RESERVED_TYPE, "max_retries": 0}, {"type": "email", "delay_seconds": 3600}])
+    batch = client.batch(
+        [{"type": RESERVED_TYPE, "max_retries": 0}, {"type": "email", "delay_seconds": 3600}]
+    )
     started = time.monotonic()
     with pytest.raises(BatchWaitTimeout) as caught:
         client.wait_batch(batch.id, timeout=0.5)

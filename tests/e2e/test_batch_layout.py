@@ -51,7 +51,8 @@ def batch(backend, producer, worker, admin):
     worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
     held = worker.post("/jobs/claim").json
     worker.post(
-        f"/jobs/{held['id']}/fail", json={"lease_token": held["lease_token"], "error": "x", "retryable": False}
+        f"/jobs/{held['id']}/fail",
+        json={"lease_token": held["lease_token"], "error": "x", "retryable": False},
     )
     return made["id"]
 
@@ -74,13 +75,17 @@ def test_the_batch_page_and_the_batches_list_fit_a_phone_and_a_desktop(
         assert page.evaluate(LAYOUT_PROBLEMS) == [], where
         assert page.goto(f"{server.url}/batches").status == 200
         assert page.locator(f"a[href='/batches/{batch}']").count() == 1
-        assert page.evaluate(LAYOUT_PROBLEMS) == [], f"the batches list at {width}px in {LOCALES[browser_locale]}"
+        assert page.evaluate(LAYOUT_PROBLEMS) == [], (
+            f"the batches list at {width}px in {LOCALES[browser_locale]}"
+        )
     assert console.problems == []
 
 
 def test_the_graph_needs_no_javascript_and_its_jobs_are_links(batch, live_server, chromium):
     server = live_server(workers=1, threads=4)
-    context = chromium.new_context(viewport={"width": PHONE[0], "height": PHONE[1]}, java_script_enabled=False)
+    context = chromium.new_context(
+        viewport={"width": PHONE[0], "height": PHONE[1]}, java_script_enabled=False
+    )
     try:
         page = context.new_page()
         login(page, server.url)

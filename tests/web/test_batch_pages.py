@@ -15,7 +15,10 @@ SVG = "{http://www.w3.org/2000/svg}"
 def make_batch(caller, n: int = 3, **extra) -> dict:
     """A chain of ``n`` email jobs (each waits for the one before), made through the JSON API."""
     jobs = [{"type": "email", "payload": {"n": 0}, "ref": "j0"}]
-    jobs += [{"type": "email", "payload": {"n": i}, "ref": f"j{i}", "depends_on": [f"j{i - 1}"]} for i in range(1, n)]
+    jobs += [
+        {"type": "email", "payload": {"n": i}, "ref": f"j{i}", "depends_on": [f"j{i - 1}"]}
+        for i in range(1, n)
+    ]
     answer = caller.post("/batches", json={"jobs": jobs, "description": "album 7", **extra})
     assert answer.status_code == 201, answer.json
     return answer.json
@@ -52,14 +55,22 @@ def test_a_batch_page_shows_progress_counts_jobs_and_the_graph(producer, produce
     assert f'href="/queue?batch={batch["id"]}&amp;status=waiting"' in html
     # The graph: one link per job, an arrow per dependency, each job below the one it waits for.
     svg = graph_of(html)
-    boxes = {int(a.get("href").rsplit("/", 1)[1]): int(a.find(f"{SVG}rect").get("y")) for a in svg.iter(f"{SVG}a")}
+    boxes = {
+        int(a.get("href").rsplit("/", 1)[1]): int(a.find(f"{SVG}rect").get("y")) for a in svg.iter(f"{SVG}a")
+    }
     assert list(boxes) == [first, second, third] and boxes[first] < boxes[second] < boxes[third]
     assert len(list(svg.iter(f"{SVG}line"))) == 2
-    assert [a.get("class") for a in svg.iter(f"{SVG}a")] == ["node g-completed", "node g-pending", "node g-waiting"]
+    assert [a.get("class") for a in svg.iter(f"{SVG}a")] == [
+        "node g-completed",
+        "node g-pending",
+        "node g-waiting",
+    ]
     # The jobs table: each job with its status and the jobs it waits for.
     rows = re.findall(r'<tr>\s*<td data-label="ID"><a href="/queue/(\d+)">.*?</tr>', html, re.S)
     assert [int(r) for r in rows] == [first, second, third]
-    assert f'<a href="/queue/{second}">#{second}</a></td>\n    </tr>' in html  # the third waits for the second
+    assert (
+        f'<a href="/queue/{second}">#{second}</a></td>\n    </tr>' in html
+    )  # the third waits for the second
     assert not re.search(r"<script(?![^>]*\bsrc=)", html)  # no inline script: the graph needs none
 
 
@@ -112,7 +123,10 @@ def test_a_job_page_links_its_dependencies_dependents_and_batch(producer, produc
     first, second, third = batch["jobs"]
     middle = producer_browser.get(f"/queue/{second}").get_data(as_text=True)
     assert f'<a href="/batches/{batch["id"]}">Batch #{batch["id"]}</a>' in middle
-    assert re.search(rf'class="job-links depends-on"><a href="/queue/{first}">#{first}</a> <span class="muted">\(unfinished\)', middle)
+    assert re.search(
+        rf'class="job-links depends-on"><a href="/queue/{first}">#{first}</a> <span class="muted">\(unfinished\)',
+        middle,
+    )
     assert re.search(rf'class="job-links dependents"><a href="/queue/{third}">#{third}</a></dd>', middle)
     plain = producer.post("/jobs", json={"type": "email"}).json
     alone = producer_browser.get(f"/queue/{plain['id']}").get_data(as_text=True)
@@ -141,7 +155,7 @@ def test_an_admin_acts_on_a_batchs_jobs_in_bulk_from_the_search(producer, admin_
     confirm = admin_browser.get(f"/queue/bulk/cancel?batch={batch['id']}")
     page = confirm.get_data(as_text=True)
     assert confirm.status_code == 200 and "3 jobs match this search." in page
-    assert re.search(rf'Batch number</span> <code>{batch["id"]}</code>', page)
+    assert re.search(rf"Batch number</span> <code>{batch['id']}</code>", page)
     fields = dict(re.findall(r'<input[^>]*name="(\w+)"[^>]*value="([^"]*)"', page))
     answer = admin_browser.client.post("/queue/bulk/cancel", data=fields)
     assert answer.status_code == 302
@@ -195,5 +209,7 @@ def test_waiting_is_a_status_of_the_filters_the_badges_and_the_dashboard(produce
 def test_the_pages_speak_each_language(producer, producer_browser):
     batch = make_batch(producer, 2)
     for language, words in (("de", "Stapel"), ("pt-BR", "Lote"), ("zh-Hans", "批次")):
-        html = producer_browser.get(f"/batches/{batch['id']}", headers={"Accept-Language": language}).get_data(as_text=True)
+        html = producer_browser.get(
+            f"/batches/{batch['id']}", headers={"Accept-Language": language}
+        ).get_data(as_text=True)
         assert words in html, language

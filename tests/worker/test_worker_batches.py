@@ -34,7 +34,9 @@ def test_a_handler_adds_jobs_to_its_batch_and_the_batch_waits_for_them(app, keys
 def test_a_job_outside_any_batch_cannot_add_to_one(app, keys, live_server, workers):
     server = live_server(env=FAST)
     producer = session(keys.raw("producer", "alice"))
-    job = producer.post(f"{server.url}/jobs", json={"type": "email", "payload": {"add": [1]}, "max_retries": 0})
+    job = producer.post(
+        f"{server.url}/jobs", json={"type": "email", "payload": {"add": [1]}, "max_retries": 0}
+    )
     proc = workers.start(server.url, keys.raw("worker", "w-alone"), "--wait-seconds", "1")
     url = f"{server.url}/jobs/{job.json()['id']}"
     wait_until(lambda: producer.get(url).json()["status"] == "failed", 20, "the failure")
