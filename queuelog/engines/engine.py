@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from queuelog.engines.records import (
     Backoff,
+    BatchRecord,
     Claimed,
     CountRow,
     EventRecord,
@@ -37,6 +38,7 @@ from queuelog.engines.records import (
     JobTypeChanges,
     JobTypeRow,
     KeyRow,
+    NewBatch,
     NewJob,
     SearchPage,
     ThroughputRow,
@@ -54,10 +56,17 @@ class Engine(Protocol):
 
     # -- jobs: writes ------------------------------------------------------------------------------
 
-    def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
+    def insert(
+        self, owner: str, jobs: Sequence[NewJob], now: datetime, *, scope: str | None = None
+    ) -> list[tuple[JobRecord, bool]]:
         """Insert ``jobs`` for ``owner`` in one transaction, all or none: ``(job, True)`` for a new job,
         ``(job, False)`` when its idempotency key already named a job with the same fingerprint (that
-        job is returned). Concurrent inserts with one key make one job. Raises ``KeyConflict``."""
+        job is returned). Concurrent inserts with one key make one job. Raises ``KeyConflict``.
+
+        A job with dependencies (``depends_on``: existing jobs, which must be ``scope``'s when given, else
+        ``DependencyMissing``; ``after``: earlier jobs of ``jobs``) starts ``waiting`` on the unfinished
+        ones, ``pending`` when all completed, ``cancelled`` (a history row naming it) when one failed or
+        was cancelled, unless it runs whatever their outcome (docs/workflows.md)."""
         ...
 
     def claim(
@@ -121,17 +130,73 @@ class Engine(Protocol):
     def cancel(
         self, job_id: int, actor: str, *, now: datetime, owner: str | None = None
     ) -> JobRecord | Unchanged:
-        """Cancel a pending job (only ``owner``'s when given)."""
+        """Cancel a pending or waiting job (only ``owner``'s when given)."""
         ...
 
     def retry(self, job_id: int, actor: str, *, now: datetime) -> JobRecord | Unchanged:
-        """Put a failed or cancelled job back to pending, available at ``now``, retry count 0."""
+        """Put a failed or cancelled job back to pending, available at ``now``, retry count 0; a job with
+        dependencies waits on them again (pending at once when they are all finished)."""
         ...
 
     def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
         """Delete finished jobs (and their history) that finished before ``finished_before``, in
         transactions of at most ``batch`` jobs, and throughput minutes before ``throughput_before``.
         Pending and running jobs are never deleted. Returns how many jobs were deleted."""
+        ...
+
+    # -- workflows: dependencies and batches (docs/workflows.md; written once in workflows.py) ------
+    # Every transition above that finishes a job (complete, complete_many, a final fail, cancel, a lease
+    # expiry, cancel_held, a snooze that cancels, bulk actions) or retries one does, in its transaction,
+    # what that implies for the jobs waiting on it and for its batch: waiting dependents released (one
+    # statement, however many) or cancelled transitively (a history row naming the dependency), the batch's
+    # count of finished members kept, and the batch finished by the transition that finishes its last
+    # member, its callbacks enqueued then, each once ever.
+
+    def create_batch(
+        self, owner: str, batch: NewBatch, *, now: datetime, scope: str | None = None
+    ) -> tuple[BatchRecord, bool]:
+        """Create a batch of ``batch.jobs`` (dependencies as for ``insert``), all or none: ``(batch, True)``;
+        ``(batch, False)`` when its idempotency key named a batch made with the same fingerprint. Raises
+        ``BatchConflict`` (the key, another fingerprint), ``DependencyMissing``."""
+        ...
+
+    def get_batch(self, batch_id: int) -> BatchRecord | None:
+        """The batch with its members' ids (in the order they were enqueued) and counts, or None."""
+        ...
+
+    def list_batches(
+        self,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[BatchRecord]:
+        """Batches matching every given filter, newest first, with ids below ``before_id``."""
+        ...
+
+    def cancel_batch(
+        self, batch_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> BatchRecord | None:
+        """Cancel the batch's pending and waiting members and request the cancellation of its running ones
+        (only ``owner``'s batch when given); None when there is no such batch."""
+        ...
+
+    def retry_batch(self, batch_id: int, actor: str, *, now: datetime) -> BatchRecord | None:
+        """Retry the batch's failed and cancelled members (as ``retry`` does); the batch runs again. Its
+        callbacks, once enqueued, are never enqueued again. None when there is no such batch."""
+        ...
+
+    def add_to_batch(
+        self, batch_id: int, worker: str, token: str, jobs: Sequence[NewJob], *, now: datetime
+    ) -> list[JobRecord] | str:
+        """Add ``jobs`` (the batch owner's; dependencies among the owner's jobs) to the batch, for the
+        worker that holds one of its running members under ``token``: the jobs, or ``"not_holder"``, or
+        ``"finished"`` (a finished batch takes no more jobs)."""
+        ...
+
+    def dependents(self, job_id: int, *, limit: int = 100) -> list[int]:
+        """The ids of the jobs that depend on ``job_id``, lowest first, at most ``limit``."""
         ...
 
     # -- running jobs: cancellation, progress, snoozes (docs/running-jobs.md) ----------------------

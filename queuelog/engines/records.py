@@ -53,6 +53,14 @@ class JobRecord(NamedTuple):
     progress_note: str | None
     progress_at: datetime | None
     snooze_count: int
+    # Workflows (docs/workflows.md): the batch it is a member of, or whose callback it is; how many jobs
+    # were enqueued depending on it; its dependencies and, while it waits, those still unfinished (JSON
+    # arrays of ids as text; None when there are none).
+    batch_id: int | None
+    callback_of: int | None
+    dependents: int
+    depends_on: str | None
+    waiting_on: str | None
 
     def __getitem__(self, name: str) -> Any:  # type: ignore[override]
         return getattr(self, name)
@@ -68,6 +76,12 @@ class JobRecord(NamedTuple):
         at, claimed = self.progress_at, self.claimed_at
         current = self.status == "running" and at is not None and claimed is not None and at >= claimed
         return value if current else None
+
+    @property
+    def in_workflow(self) -> bool:
+        """Whether a change of its status concerns other jobs or a batch: only then does a transition do
+        more than change the job itself (docs/workflows.md)."""
+        return self.dependents > 0 or self.batch_id is not None
 
     @property
     def progress(self) -> int | None:
@@ -119,6 +133,80 @@ class NewJob(NamedTuple):
     idempotency_key: str | None
     fingerprint: str | None
     available_at: datetime
+    # Workflows (docs/workflows.md): ids of existing jobs it waits for, and indexes of earlier jobs of the
+    # same insert it waits for (a batch's refs); "run" to run whatever their outcome (None: cancel).
+    depends_on: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+    on_dependency_failure: str | None = None
+
+
+class DependencyMissing(Exception):
+    """``insert``: ``jobs[index]`` depends on job ``job_id`` (its ``depends_on[position]``), which does not
+    exist or which the owner may not see. The whole insert was rolled back."""
+
+    def __init__(self, index: int, position: int, job_id: int):
+        super().__init__(f"jobs[{index}].depends_on[{position}]: no job {job_id}")
+        self.index = index
+        self.position = position
+        self.job_id = job_id
+
+
+class BatchRecord(NamedTuple):
+    """A batch (docs/workflows.md) with its members' ids in the order they were enqueued and their counts
+    by status. ``on_success`` and ``on_finish`` are the callbacks' job bodies as JSON text, or None."""
+
+    id: int
+    owner: str
+    description: str
+    status: str
+    total: int
+    finished: int
+    failed: int
+    on_success: str | None
+    on_finish: str | None
+    on_success_job: int | None
+    on_finish_job: int | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    jobs: tuple[int, ...] = ()
+    counts: dict[str, int] | None = None
+
+    def __getitem__(self, name: str) -> Any:  # type: ignore[override]
+        return getattr(self, name)
+
+
+BATCH_FIELDS = BatchRecord._fields[:-2]
+BATCH_COLUMNS = ", ".join(BATCH_FIELDS)
+
+
+class Callback(NamedTuple):
+    """A batch's callback job as its body gave it: enqueued when the batch finishes, pending at once."""
+
+    type: str
+    payload_json: str
+    priority: int
+    max_retries: int
+
+
+class NewBatch(NamedTuple):
+    """A batch to create: its members (their ``after`` index other members), callbacks, and an optional
+    idempotency key with the fingerprint of the request."""
+
+    description: str
+    jobs: list[NewJob]
+    on_success: Callback | None
+    on_finish: Callback | None
+    idempotency_key: str | None
+    fingerprint: str | None
+
+
+class BatchConflict(Exception):
+    """``create_batch``: the idempotency key already names ``batch``, made with another body."""
+
+    def __init__(self, batch: BatchRecord):
+        super().__init__(f"idempotency key already used by batch {batch.id}")
+        self.batch = batch
 
 
 class Unchanged(NamedTuple):

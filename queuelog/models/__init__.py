@@ -8,6 +8,7 @@ jobs.py and schedules.py.
 """
 
 from queuelog.models.base import (
+    BATCH_STATUSES,
     KEY_KINDS,
     PRIORITIES,
     PRIORITY_NAMES,
@@ -19,11 +20,23 @@ from queuelog.models.base import (
     Timestamp,
     utcnow,
 )
-from queuelog.models.jobs import FINISHED, Job, JobCount, JobEvent, JobThroughput, JobType
+from queuelog.models.jobs import (
+    FINISHED,
+    Batch,
+    Job,
+    JobCount,
+    JobDependency,
+    JobEvent,
+    JobThroughput,
+    JobType,
+)
 from queuelog.models.people import ApiKey, AuditLog, LoginAttempt, User
 from queuelog.models.schedules import Schedule, ScheduleFire
 
 __all__ = [
+    "BATCH_STATUSES",
+    "Batch",
+    "JobDependency",
     "FINISHED",
     "KEY_KINDS",
     "PRIORITIES",

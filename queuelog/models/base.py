@@ -37,7 +37,8 @@ class Timestamp(TypeDecorator):
 
 PRIORITIES = {"low": 0, "medium": 10, "high": 20, "critical": 30}
 PRIORITY_NAMES = {value: name for name, value in PRIORITIES.items()}
-STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+STATUSES = ("waiting", "pending", "running", "completed", "failed", "cancelled")
+BATCH_STATUSES = ("running", "succeeded", "finished_with_failures")
 ROLES = ("admin", "producer")
 KEY_KINDS = ("worker", "producer")
 

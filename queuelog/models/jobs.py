@@ -83,6 +83,16 @@ class Job(Base):
     progress_at: Mapped[datetime | None] = mapped_column(Timestamp())
     # How often a worker handed the job back to run later; capped by QUEUELOG_MAX_SNOOZES.
     snooze_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Workflows (docs/workflows.md): the batch the job is a member of, or the batch whose callback it is;
+    # how many jobs were enqueued depending on it (a job without any finishes as it always did); the ids it
+    # depends on and those still unfinished while it waits, as JSON arrays (NULL: none); "run" when it runs
+    # whatever its dependencies' outcome (NULL: a failed or cancelled dependency cancels it).
+    batch_id: Mapped[int | None] = mapped_column(BigInteger)
+    callback_of: Mapped[int | None] = mapped_column(BigInteger)
+    dependents: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    depends_on: Mapped[str | None] = mapped_column(Text)
+    waiting_on: Mapped[str | None] = mapped_column(Text)
+    on_dependency_failure: Mapped[str | None] = mapped_column(String(8))
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
@@ -142,6 +152,14 @@ class Job(Base):
             sqlite_where=text(FINISHED),
             postgresql_where=text(FINISHED),
         ),
+        # A batch's members, in the order they were enqueued.
+        Index(
+            "ix_jobs_batch",
+            "batch_id",
+            "id",
+            sqlite_where=text("batch_id IS NOT NULL"),
+            postgresql_where=text("batch_id IS NOT NULL"),
+        ),
         # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
         {"sqlite_autoincrement": True},
     )
@@ -200,3 +218,55 @@ class JobThroughput(Base):
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
     shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0)
     n: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class JobDependency(Base):
+    """Job ``job_id`` waits for job ``depends_on_id`` (docs/workflows.md). Read both ways: a job's
+    dependencies by the primary key, a finished job's dependents by ``ix_job_dependencies_depends_on_id``."""
+
+    __tablename__ = "job_dependencies"
+
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    depends_on_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+    __table_args__ = (Index("ix_job_dependencies_depends_on_id", "depends_on_id", "job_id"),)
+
+
+class Batch(Base):
+    """A batch of jobs (docs/workflows.md): ``total`` members, of which ``finished`` are finished and
+    ``failed`` ended failed or cancelled, kept by the transitions themselves so that the one that finishes
+    the last member sees it at once. ``on_success`` and ``on_finish`` are the callbacks' job bodies (JSON);
+    ``on_success_job`` and ``on_finish_job`` the jobs they made, once."""
+
+    __tablename__ = "batches"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(24))
+    total: Mapped[int] = mapped_column(Integer)
+    finished: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    on_success: Mapped[str | None] = mapped_column(Text)
+    on_finish: Mapped[str | None] = mapped_column(Text)
+    on_success_job: Mapped[int | None] = mapped_column(BigInteger)
+    on_finish_job: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(Timestamp())
+    updated_at: Mapped[datetime] = mapped_column(Timestamp())
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp())
+
+    __table_args__ = (
+        Index("ix_batches_owner_id", "owner", "id"),
+        Index("ix_batches_status_id", "status", "id"),
+        Index(
+            "uq_batches_owner_idempotency_key",
+            "owner",
+            "idempotency_key",
+            unique=True,
+            sqlite_where=text("idempotency_key IS NOT NULL"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+        {"sqlite_autoincrement": True},
+    )

@@ -19,6 +19,7 @@ from queuelog.db import Database
 from queuelog.engines.engine import Engine
 from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
 from queuelog.engines.shared import SharedEngine, first_row
+from queuelog.engines.workflows import FINISHED, WorkflowEngine
 from queuelog.engines.sqlite.sql import (
     BULK,
     BULK_DELETE_HISTORY,
@@ -33,6 +34,7 @@ from queuelog.engines.sqlite.sql import (
     COMPLETE_MANY,
     DIALECT,
     EVENT,
+    FLOWS,
     EXPIRE,
     EXPIRE_CANCELLED,
     FAIL,
@@ -66,10 +68,18 @@ def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]])
         cur.executemany(EVENT, events)
 
 
-class SQLiteEngine(SharedEngine):
-    """``Engine`` on SQLite (queuelog/engines/engine.py states each operation's contract)."""
+class SQLiteEngine(WorkflowEngine, SharedEngine):
+    """``Engine`` on SQLite (queuelog/engines/engine.py states each operation's contract). A transition of
+    a job in a workflow settles what it implies (workflows.py) in its own transaction."""
 
     dialect = DIALECT
+    flows = FLOWS
+
+    def _after(self, cur: Any, now: datetime, jobs: Sequence[JobRecord]) -> None:
+        """Settle the finished jobs of ``jobs`` that are part of a workflow (nothing for any other job)."""
+        ended = [job for job in jobs if job.in_workflow and job.status in FINISHED]
+        if ended:
+            self._settle(cur, now, ended)
 
     def _locate(self, cur: Any, job_id: int) -> JobRecord | None:
         row = cur.execute(GET, {"id": job_id}).fetchone()
@@ -80,7 +90,12 @@ class SQLiteEngine(SharedEngine):
         row = first_row(cur.execute(statement, params))
         return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
 
-    def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
+    def insert(
+        self, owner: str, jobs: Sequence[NewJob], now: datetime, *, scope: str | None = None
+    ) -> list[tuple[JobRecord, bool]]:
+        if any(new.depends_on or new.after for new in jobs):
+            with self.db.cursor(write=True) as cur:
+                return self._insert_jobs(cur, owner, jobs, now, scope=scope)
         ts = bind_time(now)
         out: list[tuple[JobRecord, bool]] = []
         with self.db.cursor(write=True) as cur:
@@ -171,6 +186,8 @@ class SQLiteEngine(SharedEngine):
             job = self._guarded(cur, COMPLETE, params)
             if not isinstance(job, Unchanged):
                 _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
+                if job.in_workflow:
+                    self._settle(cur, now, [job])
         return job
 
     def complete_many(
@@ -181,6 +198,7 @@ class SQLiteEngine(SharedEngine):
             rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": ts, **bind_items(items)}).fetchall()
             done = {job.id: job for job in map(decode_job, rows)}
             _log(cur, [(job.id, ts, "completed", worker, job.retry_count + 1, None) for job in done.values()])
+            self._after(cur, now, list(done.values()))
             return [done[i] if i in done else Unchanged(self._locate(cur, i)) for i, _, _ in items]
 
     def fail(
@@ -205,6 +223,7 @@ class SQLiteEngine(SharedEngine):
                 _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
             else:  # failed, or cancelled when that was requested (docs/running-jobs.md)
                 _log(cur, [(job_id, ts, job.status, worker, job.retry_count + 1, error)])
+                self._after(cur, now, [job])
         return job
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
@@ -213,7 +232,7 @@ class SQLiteEngine(SharedEngine):
 
     def _expire(self, cur: Any, now: datetime, backoff: Backoff) -> list[JobRecord]:
         ts = bind_time(now)
-        self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried
+        cancelled = self._expire_cancelled(cur, ts)  # first: these end cancelled, not retried
         rows = cur.execute(EXPIRE, {"now": ts}).fetchall()
         jobs = [self._push_back(cur, decode_job(row), now, backoff) for row in rows]
         events = []
@@ -222,6 +241,7 @@ class SQLiteEngine(SharedEngine):
             held = f"lease expired (held by {job.worker_id})"
             events.append((job.id, ts, "lease_expired", "system", attempt, held))
         _log(cur, events)
+        self._after(cur, now, [*cancelled, *jobs])
         return jobs
 
     def _push_back(self, cur: Any, job: JobRecord, now: datetime, backoff: Backoff) -> JobRecord:
@@ -242,6 +262,7 @@ class SQLiteEngine(SharedEngine):
             job = self._guarded(cur, CANCEL[owner is not None], {"id": job_id, "now": ts, "owner": owner})
             if not isinstance(job, Unchanged):
                 _log(cur, [(job_id, ts, "cancelled", actor, job.retry_count, None)])
+                self._after(cur, now, [job])
         return job
 
     def retry(self, job_id: int, actor: str, *, now: datetime) -> JobRecord | Unchanged:
@@ -250,6 +271,9 @@ class SQLiteEngine(SharedEngine):
             job = self._guarded(cur, RETRY, {"id": job_id, "now": ts})
             if not isinstance(job, Unchanged):
                 _log(cur, [(job_id, ts, "retried", actor, 0, None)])
+                if job.in_workflow or job.depends_on is not None:
+                    self._settle(cur, now, [], reopened=[job])
+                    job = self._locate(cur, job_id) or job  # released at once when nothing is left to wait for
         return job
 
     def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
@@ -288,14 +312,16 @@ class SQLiteEngine(SharedEngine):
             job = self._guarded(cur, CANCEL_HELD, params)
             if not isinstance(job, Unchanged):
                 cur.execute(EVENT, (job_id, ts, "cancelled", worker, job.retry_count + 1, error))
+                self._after(cur, now, [job])
         return job
 
-    def _expire_cancelled(self, cur: Any, ts: str) -> None:
+    def _expire_cancelled(self, cur: Any, ts: str) -> list[JobRecord]:
         """End cancelled, by ``system``, the running jobs whose cancellation was requested and whose lease
         expired before ``ts``: part of settling expired leases, in its transaction."""
         jobs = [decode_job(row) for row in cur.execute(EXPIRE_CANCELLED, {"now": ts}).fetchall()]
         if jobs:
             cur.executemany(EVENT, [(j.id, ts, "cancelled", "system", j.retry_count + 1, None) for j in jobs])
+        return jobs
 
     def report_progress(
         self,
@@ -344,6 +370,7 @@ class SQLiteEngine(SharedEngine):
             if not isinstance(job, Unchanged):
                 event = "cancelled" if job.status == "cancelled" else "snoozed"
                 cur.execute(EVENT, (job_id, ts, event, worker, job.retry_count + 1, None))
+                self._after(cur, now, [job])
         return job
 
     # -- bulk actions (the console) ----------------------------------------------------------------------
@@ -352,14 +379,22 @@ class SQLiteEngine(SharedEngine):
         ts = bind_time(now)
         ids = json.dumps([int(i) for i in job_ids])
         with self.db.cursor(write=True) as cur:
-            changed = cur.execute(BULK[action], {"ids": ids, "now": ts}).fetchall()
+            rows = cur.execute(BULK[action], {"ids": ids, "now": ts}).fetchall()
             event = BULK_EVENT.get(action)
             if event:
+                jobs = [decode_job(row) for row in rows]
                 # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
-                _log(cur, [(i, ts, event, actor, 0 if action == "retry" else n, None) for i, n in changed])
-            elif changed:
-                cur.execute(BULK_DELETE_HISTORY, {"ids": json.dumps([i for i, _ in changed])})
-        return sorted(i for i, _ in changed)
+                _log(cur, [(j.id, ts, event, actor, 0 if action == "retry" else j.retry_count, None) for j in jobs])
+                if action == "retry":
+                    again = [j for j in jobs if j.in_workflow or j.depends_on is not None]
+                    if again:
+                        self._settle(cur, now, [], reopened=again)
+                else:
+                    self._after(cur, now, jobs)
+                return sorted(j.id for j in jobs)
+            if rows:
+                cur.execute(BULK_DELETE_HISTORY, {"ids": json.dumps([row[0] for row in rows])})
+        return sorted(row[0] for row in rows)
 
     # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
 

@@ -16,7 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 from queuelog.engines.dialect import Dialect
-from queuelog.engines.records import JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.records import BATCH_COLUMNS, JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.workflows import Flows
 
 _HOLDER = "id = :id AND status = 'running' AND worker_id = :worker AND lease_token = :token"
 _RETRYING = ":retryable = 1 AND retry_count < max_retries"
@@ -168,13 +169,20 @@ FAIL = (
     " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
     f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
-_CANCEL = "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now WHERE id = :id AND status = 'pending'"
+# A waiting job (docs/workflows.md) is cancelled like a pending one.
+_CANCEL = (
+    "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now, waiting_on = NULL"
+    " WHERE id = :id AND status IN ('pending', 'waiting')"
+)
 CANCEL = {
     False: f"{_CANCEL} RETURNING {JOB_COLUMNS}",
     True: f"{_CANCEL} AND owner = :owner RETURNING {JOB_COLUMNS}",
 }
+# A job with dependencies waits on them again (docs/workflows.md); the engine then releases it at once
+# when they are all finished.
+_AGAIN = "CASE WHEN depends_on IS NULL THEN 'pending' ELSE 'waiting' END"
 RETRY = (
-    "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
+    f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = :now, finished_at = NULL,"
     f" updated_at = :now WHERE id = :id AND status IN ('failed', 'cancelled') RETURNING {JOB_COLUMNS}"
 )
 # A batch of old finished jobs, through the partial index ix_jobs_finished (named: without statistics
@@ -316,11 +324,11 @@ def decode_job(row: Sequence[Any]) -> JobRecord:
 
 _IDS = "id IN (SELECT value FROM json_each(:ids))"
 BULK = {
-    "retry": "UPDATE jobs SET status = 'pending', retry_count = 0, available_at = :now, finished_at = NULL,"
-    f" updated_at = :now WHERE {_IDS} AND status IN ('failed', 'cancelled') RETURNING id, retry_count",
-    "cancel": "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now"
-    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count",
-    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id, 0",
+    "retry": f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = :now, finished_at = NULL,"
+    f" updated_at = :now WHERE {_IDS} AND status IN ('failed', 'cancelled') RETURNING {JOB_COLUMNS}",
+    "cancel": "UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now, waiting_on = NULL"
+    f" WHERE {_IDS} AND status IN ('pending', 'waiting') RETURNING {JOB_COLUMNS}",
+    "delete": f"DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled') RETURNING id",
 }
 BULK_EVENT = {"retry": "retried", "cancel": "cancelled"}  # the history row each writes (delete: none)
 BULK_DELETE_HISTORY = f"DELETE FROM job_events WHERE job_{_IDS}"  # a deleted job's history goes with it
@@ -426,4 +434,100 @@ DIALECT = Dialect(
     set_slot_job=SET_SLOT_JOB,
     forget_slots=FORGET_SLOTS,
     audit=AUDIT,
+)
+
+
+# -- workflows (queuelog/engines/workflows.py; docs/workflows.md) ------------------------------------------
+# Lists of ids arrive as one JSON array (:ids, :own). The write lock is held: what a statement reads, no
+# other writer changes before the transaction ends.
+
+_IN = "(SELECT value FROM json_each(:{}))"
+_TAKE = f"UPDATE jobs SET dependents = dependents + 1 WHERE id IN {_IN.format('ids')}"
+_FLOW_NEW = (
+    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key, fingerprint,"
+    " owner, available_at, created_at, updated_at, finished_at, batch_id, callback_of, depends_on, waiting_on,"
+    " on_dependency_failure) VALUES (:type, :payload, :priority, :status, 0, :max_retries, :key, :fingerprint,"
+    " :owner, :available_at, :now, :now, :finished_at, :batch_id, :callback_of, :depends_on, :waiting_on,"
+    f" :on_failure) ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}"
+)
+_WAITS = "j.status = 'waiting' AND j.on_dependency_failure IS NULL"
+DOOMED = (
+    "WITH RECURSIVE doomed(id, cause) AS (SELECT d.job_id, d.depends_on_id FROM job_dependencies d"
+    f" JOIN jobs j ON j.id = d.job_id WHERE d.depends_on_id IN {_IN.format('ids')} AND {_WAITS}"
+    " UNION SELECT d.job_id, d.depends_on_id FROM doomed JOIN job_dependencies d ON d.depends_on_id = doomed.id"
+    f" JOIN jobs j ON j.id = d.job_id WHERE {_WAITS}) SELECT id, min(cause) FROM doomed GROUP BY id"
+)
+_DEPS = (
+    "FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id AND p.status {}"
+)
+_OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
+_FAILED = _DEPS.format("IN ('failed', 'cancelled')")
+_READY = f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+# Every waiting dependent of :ids (and each of :own), in one statement: pending when its dependencies are
+# all finished (and, unless it runs whatever their outcome, none failed), else waiting on the rest.
+REFRESH = (
+    f"UPDATE jobs SET status = CASE WHEN {_READY} THEN 'pending' ELSE 'waiting' END,"
+    f" available_at = CASE WHEN {_READY} THEN max(available_at, :now) ELSE available_at END,"
+    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE (SELECT json_group_array(d.depends_on_id) {_OPEN}) END,"
+    " updated_at = :now WHERE (id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id IN"
+    f" {_IN.format('ids')}) OR id IN {_IN.format('own')}) AND status = 'waiting' RETURNING {JOB_COLUMNS}"
+)
+_BATCH_OPEN = "finished + :done < total"
+
+
+def list_batches(columns: tuple[str, ...], keyset: bool) -> str:
+    where = [f"{name} = :{name}" for name in columns] + (["id < :before_id"] if keyset else [])
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {BATCH_COLUMNS} FROM batches{condition} ORDER BY id DESC LIMIT :limit"
+
+
+FLOWS = Flows(
+    bind_ids=_bind_ids,
+    bind_time=bind_time,
+    bind_json=bind_json,
+    decode_job=decode_job,
+    decode_time=parse_time,
+    event=EVENT,
+    take_dependencies={
+        False: f"{_TAKE} RETURNING id, status",
+        True: f"{_TAKE} AND owner = :owner RETURNING id, status",
+    },
+    insert=_FLOW_NEW,
+    by_key=BY_KEY,
+    dependency="INSERT INTO job_dependencies (job_id, depends_on_id) VALUES (?, ?)",
+    doomed=DOOMED,
+    cancel_doomed="UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now, waiting_on = NULL"
+    f" WHERE id IN {_IN.format('ids')} AND status = 'waiting' RETURNING {JOB_COLUMNS}",
+    lock_waiting=None,
+    refresh=REFRESH,
+    count_batch=f"UPDATE batches SET finished = finished + :done, failed = failed + :failed,"
+    f" status = CASE WHEN {_BATCH_OPEN} THEN 'running' ELSE status END,"
+    f" finished_at = CASE WHEN {_BATCH_OPEN} THEN NULL ELSE finished_at END, updated_at = :now"
+    " WHERE id = :id RETURNING finished, total, status",
+    finish_batch="UPDATE batches SET status = CASE WHEN failed = 0 THEN 'succeeded' ELSE 'finished_with_failures'"
+    " END, finished_at = :now, updated_at = :now WHERE id = :id AND status = 'running' AND finished >= total"
+    " RETURNING owner, status, on_success, on_finish, on_success_job, on_finish_job",
+    set_callbacks="UPDATE batches SET on_success_job = :success, on_finish_job = :finish WHERE id = :id",
+    insert_batch="INSERT INTO batches (owner, description, status, total, finished, failed, idempotency_key,"
+    " fingerprint, on_success, on_finish, created_at, updated_at) VALUES (:owner, :description, 'running', 0,"
+    " 0, 0, :key, :fingerprint, :on_success, :on_finish, :now, :now) ON CONFLICT DO NOTHING RETURNING id",
+    batch_by_key="SELECT id, fingerprint FROM batches WHERE owner = :owner AND idempotency_key = :key",
+    get_batch=f"SELECT {BATCH_COLUMNS} FROM batches WHERE id = :id",
+    set_batch_counts="UPDATE batches SET total = :total, finished = :finished, failed = :failed WHERE id = :id",
+    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id IN {_IN.format('ids')} ORDER BY id",
+    list_batches=list_batches,
+    cancel_members="UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,"
+    " waiting_on = NULL WHERE batch_id = :id AND status IN ('pending', 'waiting')"
+    f" RETURNING {JOB_COLUMNS}",
+    request_cancel_members="UPDATE jobs SET cancel_requested_at = :now, cancel_requested_by = :actor,"
+    " updated_at = :now WHERE batch_id = :id AND status = 'running' AND cancel_requested_at IS NULL"
+    " RETURNING id, retry_count",
+    retry_members=f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = :now,"
+    " finished_at = NULL, updated_at = :now WHERE batch_id = :id AND status IN ('failed', 'cancelled')"
+    f" RETURNING {JOB_COLUMNS}",
+    holds_member="SELECT id FROM jobs WHERE batch_id = :id AND status = 'running' AND worker_id = :worker"
+    " AND lease_token = :token",
+    grow_batch="UPDATE batches SET total = total + :n, updated_at = :now WHERE id = :id AND status = 'running'"
+    " RETURNING owner",
+    dependents_of="SELECT job_id FROM job_dependencies WHERE depends_on_id = :id ORDER BY job_id LIMIT :limit",
 )
