@@ -35,3 +35,7 @@ LABELS = [
 # Events of running jobs (docs/running-jobs.md), with "_" shown as a space like the others:
 # cancel_requested is "cancel requested".
 RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]
+
+# Workflows (docs/batches.md): the status of a job that waits for others, and a batch's statuses (shown with
+# "_" as a space: finished_with_failures is "finished with failures").
+WORKFLOW_LABELS = [N_("waiting"), N_("succeeded"), N_("finished with failures")]
