@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
 from queuelog.models import BATCH_STATUSES, STATUSES
-from queuelog.queue import BatchRecord, Code, Queue, QueueError
+from queuelog.queue import JobRecord, JobSearch, Queue, QueueError
+from queuelog.queue.console import Console
+
+if TYPE_CHECKING:
+    from queuelog.engines.records import BatchRecord
 
 batches_cli = AppGroup("batches", help="Batches of jobs: their progress, their jobs, cancelling them.")
 
@@ -69,7 +74,7 @@ def batches_show(batch_id: int, as_json: bool) -> None:
     """A batch: its row as ``list`` prints it, its counts by status, then one line per job (id, type,
     status, the ids it waits for)."""
     batch = _batch(batch_id)
-    members = _queue().batch_members(batch_id)
+    members = _members(batch)
     counts = batch.counts or {}
     if as_json:
         document = {
@@ -101,6 +106,15 @@ def batches_show(batch_id: int, as_json: bool) -> None:
         click.echo(f"job\t{m.id}\t{m.type}\t{m.status}\t{waits}")
 
 
+def _members(batch: BatchRecord) -> list[JobRecord]:
+    """Every member of the batch, in the order they were enqueued (one search of their ids)."""
+    if not batch.jobs:
+        return []
+    console = Console(_queue(), scan=len(batch.jobs))
+    page = console.search(JobSearch(ids=tuple(batch.jobs)), before_id=None, limit=len(batch.jobs))
+    return sorted(page.jobs, key=lambda job: job.id)
+
+
 def _ids(text: str | None) -> list[int]:
     return list(json.loads(text)) if text else []
 
@@ -114,8 +128,8 @@ def batches_cancel(batch_id: int) -> None:
     try:
         batch = _queue().cancel_batch(batch_id, "cli", owner=None)
     except QueueError as exc:
-        if exc.code is Code.BATCH_NOT_FOUND:
-            raise click.ClickException(f"no batch {batch_id}") from None
         raise click.ClickException(str(exc)) from None
+    if batch is None:
+        raise click.ClickException(f"no batch {batch_id}")
     click.echo(f"cancelled batch {batch_id}")
     click.echo(_row(batch))

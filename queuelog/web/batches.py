@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
@@ -16,11 +16,14 @@ from flask_login import login_required
 
 from queuelog.inputs import ascii_int
 from queuelog.models import BATCH_STATUSES, STATUSES
-from queuelog.queue import BatchRecord, Code, QueueError
-from queuelog.web import principal, queue
+from queuelog.queue import JobRecord, JobSearch, QueueError
+from queuelog.web import console, principal, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.graph import Node, draw
 from queuelog.web.refusals import refusal_text
+
+if TYPE_CHECKING:
+    from queuelog.engines.records import BatchRecord
 
 bp = Blueprint("web_batches", __name__)
 PAGE_SIZE = 50
@@ -139,13 +142,15 @@ def batch_list():
 @login_required
 def batch_page(batch_id: int):
     """The batch: progress, counts, its jobs and the drawing of their dependencies."""
-    batch = BatchView.of(visible_batch(batch_id))
-    members = queue().batch_members(batch_id)
+    record = visible_batch(batch_id)
+    batch = BatchView.of(record)
+    members = batch_members(record, max(GRAPH_NODES, MEMBERS_SHOWN))
     nodes = [Node(m.id, m.status, m.type, _ids(m.depends_on)) for m in members[:GRAPH_NODES]]
     names = _names()
+    job_path = url_for("web_jobs.job_page", job_id=1)[:-1]  # a job's page is job_path + its id
     graph = draw(
         nodes,
-        lambda job_id: url_for("web_jobs.job_page", job_id=job_id),
+        lambda job_id: f"{job_path}{job_id}",
         names["status_names"],
         _("The dependencies of batch #%(id)s", id=batch.id),
     )
@@ -159,14 +164,25 @@ def batch_page(batch_id: int):
         "batches/detail.html",
         batch=batch,
         members=rows,
-        members_cut=len(members) > MEMBERS_SHOWN,
+        job_path=job_path,
+        members_cut=len(record.jobs) > MEMBERS_SHOWN,
         graph=graph,
-        graph_cut=GRAPH_NODES if len(members) > GRAPH_NODES else 0,
+        graph_cut=GRAPH_NODES if len(record.jobs) > GRAPH_NODES else 0,
         may_cancel=batch.status == "running",
         may_retry=who.is_admin and failures > 0,
         refresh_seconds=BATCH_PAGE_REFRESH_SECONDS,
         **names,
     )
+
+
+def batch_members(batch: BatchRecord, limit: int) -> list[JobRecord]:
+    """The batch's first ``limit`` members in the order they were enqueued: one search of their ids (the
+    primary key's index), as the jobs list searched by batch makes."""
+    ids = tuple(batch.jobs[:limit])
+    if not ids:
+        return []
+    page = console().search(JobSearch(ids=ids), before_id=None, limit=len(ids))
+    return sorted(page.jobs, key=lambda job: job.id)
 
 
 def _ids(text: str | None) -> tuple[int, ...]:
@@ -182,14 +198,13 @@ def cancel(batch_id: int):
     if ConfirmForm().validate_on_submit():
         who = principal()
         try:
-            queue().cancel_batch(batch_id, who.name, owner=who.owner_scope)
+            if queue().cancel_batch(batch_id, who.name, owner=who.owner_scope) is None:
+                abort(404)
             flash(
                 _("Batch %(id)s cancelled: its running jobs stop at their next check.", id=batch_id),
                 "success",
             )
         except QueueError as exc:
-            if exc.code is Code.BATCH_NOT_FOUND:
-                abort(404)
             flash(refusal_text(exc), "error")
     return redirect(url_for("web_batches.batch_page", batch_id=batch_id))
 
@@ -203,12 +218,11 @@ def retry(batch_id: int):
     visible_batch(batch_id)
     if ConfirmForm().validate_on_submit():
         try:
-            queue().retry_batch(batch_id, principal().name)
+            if queue().retry_batch(batch_id, principal().name) is None:
+                abort(404)
             flash(
                 _("The failed and cancelled jobs of batch %(id)s are queued again.", id=batch_id), "success"
             )
         except QueueError as exc:
-            if exc.code is Code.BATCH_NOT_FOUND:
-                abort(404)
             flash(refusal_text(exc), "error")
     return redirect(url_for("web_batches.batch_page", batch_id=batch_id))
