@@ -33,7 +33,11 @@ from queuelog.engines.postgres.sql import (
     DIALECT,
     EXPIRE,
     EXPIRE_CANCELLED,
+    EXPIRE_CANCELLED_FLOW,
+    EXPIRE_FLOW,
     FAIL,
+    FLOW_LEASE_DUE,
+    FLOWS,
     GET,
     HEARTBEAT,
     INSERT,
@@ -52,9 +56,21 @@ from queuelog.engines.postgres.sql import (
     bind_items,
     bind_json,
     decode_job,
+    plain,
 )
-from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
+from queuelog.engines.records import (
+    Backoff,
+    BatchRecord,
+    Claimed,
+    JobRecord,
+    KeyConflict,
+    NewBatch,
+    NewJob,
+    Unchanged,
+    claim_order,
+)
 from queuelog.engines.shared import SharedEngine
+from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,19 +104,30 @@ def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
-    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, commit."""
+def _claim_under_lock(
+    conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]
+) -> tuple[list[Any], bool]:
+    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, look
+    whether a job in a workflow has an expired lease (those are settled apart: docs/workflows.md), commit."""
     conn.execute("BEGIN")
     conn.execute(lock, params)
     cur.execute(statement, params)
+    due = conn.execute(FLOW_LEASE_DUE, params)
     conn.execute("COMMIT")
-    return cur.fetchall()
+    return cur.fetchall(), bool(due.fetchone()[0])
 
 
-class PostgresEngine(SharedEngine):
-    """``Engine`` on PostgreSQL (queuelog/engines/engine.py states each operation's contract)."""
+_PLAIN = {statement: plain(statement) for statement in (COMPLETE, FAIL, *CANCEL.values(), RETRY, CANCEL_HELD, SNOOZE)}
+_PLAIN_COMPLETE_MANY = plain(COMPLETE_MANY)
+
+
+class PostgresEngine(WorkflowEngine, SharedEngine):
+    """``Engine`` on PostgreSQL (queuelog/engines/engine.py states each operation's contract). A job in a
+    workflow changes state in a transaction that also settles what its transition implies (workflows.py);
+    any other job's transition stays one autocommitted statement."""
 
     dialect = DIALECT
+    flows = FLOWS
 
     # How long a claim trusts the last look at whether any type has a limit or is paused (seconds).
     held_check_seconds = 2.0
@@ -118,13 +145,35 @@ class PostgresEngine(SharedEngine):
 
     def _guarded(self, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
         """Run a guarded, self-logging statement on job ``params["id"]``: the job as changed, or
-        Unchanged with the job as it is."""
+        Unchanged with the job as it is. A transition (one of ``_PLAIN``) runs as it is for a job outside
+        every workflow; for a job in one, in a transaction that settles what it implies."""
+        quick = _PLAIN.get(statement)
         with self.db.cursor(write=True, autocommit=True) as cur:
+            row = cur.execute(quick or statement, params).fetchone()
+            if row is not None:
+                return decode_job(row)
+            job = self._locate(cur, params["id"])
+        if quick is None or job is None or not (job.in_workflow or job.depends_on is not None):
+            return Unchanged(job)
+        with self.db.cursor(write=True) as cur:
             row = cur.execute(statement, params).fetchone()
-            return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
+            if row is None:
+                return Unchanged(self._locate(cur, params["id"]))
+            job = decode_job(row)
+            if statement is RETRY:
+                self._settle(cur, params["now"], [], reopened=[job])
+                return self._locate(cur, job.id) or job
+            if job.status in FINISHED:
+                self._settle(cur, params["now"], [job])
+            return job
 
     @retry_aborted
-    def insert(self, owner: str, jobs: Sequence[NewJob], now: datetime) -> list[tuple[JobRecord, bool]]:
+    def insert(
+        self, owner: str, jobs: Sequence[NewJob], now: datetime, *, scope: str | None = None
+    ) -> list[tuple[JobRecord, bool]]:
+        if any(new.depends_on or new.after for new in jobs):
+            with self.db.cursor(write=True) as cur:
+                return self._insert_jobs(cur, owner, jobs, now, scope=scope)
         out: list[tuple[JobRecord, bool]] = []
         # One job is one statement (autocommitted); several need one transaction.
         with self.db.cursor(write=True, autocommit=len(jobs) == 1) as cur:
@@ -190,15 +239,17 @@ class PostgresEngine(SharedEngine):
             # by hand, which costs less than psycopg's transaction blocks (an error leaves the transaction
             # to the cursor's rollback). One statement fewer is worth about 0.1 ms of client CPU.
             with conn.pipeline():
-                tagged = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params)
+                tagged, due = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params)
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
+            if due:  # jobs in a workflow: settled with what their ends imply, in a transaction of their own
+                expired += self._expire_flows(now, backoff)
             if len(rows) < limit and any(job.status == "pending" for job in expired):
                 # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
                 # as on SQLite, the claim that settles a lease may hand the job out again.
                 params.update(limit=limit - len(rows), token=secrets.token_hex(16))
                 with conn.pipeline():
-                    tagged = _claim_under_lock(conn, cur, lock, statement, params)
+                    tagged, _ = _claim_under_lock(conn, cur, lock, statement, params)
                 rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
@@ -249,9 +300,19 @@ class PostgresEngine(SharedEngine):
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[JobRecord | Unchanged]:
         with self.db.cursor(write=True, autocommit=True) as cur:
-            rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": now, **bind_items(items)}).fetchall()
+            params = {"worker": worker, "now": now, **bind_items(items)}
+            rows = cur.execute(_PLAIN_COMPLETE_MANY, params).fetchall()
             done = {job.id: job for job in map(decode_job, rows)}
-            return [done[i] if i in done else Unchanged(self._locate(cur, i)) for i, _, _ in items]
+            rest = {i: self._locate(cur, i) for i, _, _ in items if i not in done}
+        flow = [item for item in items if (job := rest.get(item[0])) is not None and job.in_workflow]
+        if flow:
+            with self.db.cursor(write=True) as cur:
+                rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": now, **bind_items(flow)}).fetchall()
+                settled = [decode_job(row) for row in rows]
+                self._settle(cur, now, settled)
+                done.update((job.id, job) for job in settled)
+                rest.update((i, self._locate(cur, i)) for i, _, _ in flow if i not in done)
+        return [done[i] if i in done else Unchanged(rest[i]) for i, _, _ in items]
 
     @retry_aborted
     def fail(
@@ -283,7 +344,18 @@ class PostgresEngine(SharedEngine):
         with self.db.cursor(write=True, autocommit=True) as cur:
             cur.execute(EXPIRE_CANCELLED, {"now": now})  # first, at the same time: these are not retried
             rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
-        return [decode_job(row) for row in rows]
+        return [decode_job(row) for row in rows] + self._expire_flows(now, backoff)
+
+    def _expire_flows(self, now: datetime, backoff: Backoff) -> list[JobRecord]:
+        """Settle the expired leases of jobs in a workflow, in one transaction with what their ends imply."""
+        with self.db.cursor(write=True) as cur:
+            cancelled = [decode_job(row) for row in cur.execute(EXPIRE_CANCELLED_FLOW, {"now": now}).fetchall()]
+            params = {"now": now, "base": backoff.base, "cap": backoff.cap}
+            jobs = [decode_job(row) for row in cur.execute(EXPIRE_FLOW, params).fetchall()]
+            ended = [job for job in [*cancelled, *jobs] if job.status in FINISHED]
+            if ended:
+                self._settle(cur, now, ended)
+        return jobs
 
     @retry_aborted
     def cancel(
@@ -380,8 +452,44 @@ class PostgresEngine(SharedEngine):
     @retry_aborted
     def bulk(self, action: str, job_ids: Sequence[int], actor: str, *, now: datetime) -> list[int]:
         params = {"ids": [int(i) for i in job_ids], "now": now, "actor": actor}
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            return sorted(row[0] for row in cur.execute(BULK[action], params).fetchall())
+        if action == "delete":
+            with self.db.cursor(write=True, autocommit=True) as cur:
+                return sorted(row[0] for row in cur.execute(BULK[action], params).fetchall())
+        with self.db.cursor(write=True) as cur:
+            jobs = [decode_job(row) for row in cur.execute(BULK[action], params).fetchall()]
+            if action == "retry":
+                again = [j for j in jobs if j.in_workflow or j.depends_on is not None]
+                if again:
+                    self._settle(cur, now, [], reopened=again)
+            else:
+                ended = [j for j in jobs if j.in_workflow]
+                if ended:
+                    self._settle(cur, now, ended)
+        return sorted(j.id for j in jobs)
+
+    # -- workflows (workflows.py): a transaction PostgreSQL aborted to break a deadlock is run again ------
+
+    @retry_aborted
+    def create_batch(
+        self, owner: str, batch: NewBatch, *, now: datetime, scope: str | None = None
+    ) -> tuple[BatchRecord, bool]:
+        return super().create_batch(owner, batch, now=now, scope=scope)
+
+    @retry_aborted
+    def cancel_batch(
+        self, batch_id: int, actor: str, *, now: datetime, owner: str | None = None
+    ) -> BatchRecord | None:
+        return super().cancel_batch(batch_id, actor, now=now, owner=owner)
+
+    @retry_aborted
+    def retry_batch(self, batch_id: int, actor: str, *, now: datetime) -> BatchRecord | None:
+        return super().retry_batch(batch_id, actor, now=now)
+
+    @retry_aborted
+    def add_to_batch(
+        self, batch_id: int, worker: str, token: str, jobs: Sequence[NewJob], *, now: datetime
+    ) -> list[JobRecord] | str:
+        return super().add_to_batch(batch_id, worker, token, jobs, now=now)
 
     # -- a schedule's fired job (shared.py fires the slot) --------------------------------------------------
 

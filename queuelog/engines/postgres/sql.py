@@ -21,9 +21,15 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from queuelog.engines.dialect import Dialect
-from queuelog.engines.records import JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.records import BATCH_COLUMNS, JOB_COLUMNS, JOB_FIELDS, JobRecord
+from queuelog.engines.workflows import Flows
 
 _HOLDER = "id = %(id)s AND status = 'running' AND worker_id = %(worker)s AND lease_token = %(token)s"
+# A job outside every workflow (docs/workflows.md): its transitions stay one autocommitted statement. The
+# statements named *_FLOW (and plain() of each) split the work: the plain statement leaves a job in a
+# workflow alone, and the engine runs the flow statement for it in a transaction that also settles what
+# its transition implies (queuelog/engines/workflows.py).
+_PLAIN = "dependents = 0 AND batch_id IS NULL AND depends_on IS NULL"
 _RETRYING = "%(retryable)s AND retry_count < max_retries"
 _RETURNING = ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
 _EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) SELECT id, %(now)s, "
@@ -156,20 +162,25 @@ _EXPIRE = (
     " retry_count = CASE WHEN retry_count < max_retries THEN retry_count + 1 ELSE retry_count END,"
     f" available_at = CASE WHEN retry_count < max_retries THEN %(now)s + {_BACKOFF.format(jitter='random()')}"
     " ELSE %(now)s END, updated_at = %(now)s, error = 'lease expired', lease_token = NULL, lease_expires_at = NULL"
-    f" WHERE status = 'running' AND lease_expires_at < %(now)s RETURNING {JOB_COLUMNS}"
+    " WHERE status = 'running' AND lease_expires_at < %(now)s AND {which} RETURNING " + JOB_COLUMNS
 )
 _EXPIRE_LOG = (
     f"{_EVENT}'lease_expired', 'system', CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END,"
     " 'lease expired (held by ' || worker_id || ')' FROM x"
 )
-EXPIRE = f"WITH x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
+EXPIRE = f"WITH x AS ({_EXPIRE.format(which=_PLAIN)}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
+EXPIRE_FLOW = f"WITH x AS ({_EXPIRE.format(which=f'NOT ({_PLAIN})')}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
+# Whether a job in a workflow has an expired lease: the claim settles those (EXPIRE_FLOW) by itself.
+FLOW_LEASE_DUE = (
+    f"SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s AND NOT ({_PLAIN}))"
+)
 # Settle expired leases, pick and lease jobs, and log both, in one statement; rows come back tagged
 # 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
 # CTE would let the planner hash it against a scan of the whole table).
 _CLAIM = (
-    f"WITH RECURSIVE x AS ({_EXPIRE}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {{picked}},"
+    f"WITH RECURSIVE x AS ({_EXPIRE.format(which=_PLAIN)}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {{picked}},"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
     " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
@@ -220,14 +231,18 @@ FAIL = (
     " CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END, %(error)s FROM f)"
     f" SELECT {JOB_COLUMNS} FROM f"
 )
+# A waiting job (docs/workflows.md) is cancelled like a pending one.
 CANCEL = {
-    own: "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
-    f" WHERE id = %(id)s AND status = 'pending'{mine} RETURNING {JOB_COLUMNS}),"
+    own: "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,"
+    f" waiting_on = NULL WHERE id = %(id)s AND status IN ('pending', 'waiting'){mine} RETURNING {JOB_COLUMNS}),"
     f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT {JOB_COLUMNS} FROM c"
     for own, mine in ((False, ""), (True, " AND owner = %(owner)s"))
 }
+# A job with dependencies waits on them again (docs/workflows.md); the engine releases it at once when
+# they are all finished.
+_AGAIN = "CASE WHEN depends_on IS NULL THEN 'pending' ELSE 'waiting' END"
 RETRY = (
-    "WITH r AS (UPDATE jobs SET status = 'pending', retry_count = 0, available_at = %(now)s, finished_at = NULL,"
+    f"WITH r AS (UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = %(now)s, finished_at = NULL,"
     " updated_at = %(now)s WHERE id = %(id)s AND status IN ('failed', 'cancelled')"
     f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r"
 )
@@ -264,12 +279,14 @@ CANCEL_HELD = (
 )
 # Run just before expired leases are settled (EXPIRE, CLAIM), with the same time: a job nobody stopped
 # after its cancellation was requested is not retried.
-_SETTLE_CANCELLED = (
+_SETTLING_CANCELLED = (
     f"WITH x AS (UPDATE jobs SET {_END_CANCELLED} WHERE status = 'running' AND lease_expires_at < %(now)s"
-    f" AND {_CANCELLING} RETURNING {JOB_COLUMNS}),"
+    f" AND {_CANCELLING} AND {{which}} RETURNING {JOB_COLUMNS}),"
     f" xe AS ({_EVENT}'cancelled', 'system', retry_count + 1, NULL FROM x)"
 )
+_SETTLE_CANCELLED = _SETTLING_CANCELLED.format(which=_PLAIN)
 EXPIRE_CANCELLED = f"{_SETTLE_CANCELLED} SELECT {JOB_COLUMNS} FROM x"
+EXPIRE_CANCELLED_FLOW = f"{_SETTLING_CANCELLED.format(which=f'NOT ({_PLAIN})')} SELECT {JOB_COLUMNS} FROM x"
 # The claim's first statement: the same, and the limited types' rows locked (LOCK_LIMITED), in one
 # statement of the claim's transaction; the claim statement that follows sees both (docs/flow-control.md).
 SETTLE_AND_LOCK = {typed: f"{_SETTLE_CANCELLED} {lock}" for typed, lock in LOCK_LIMITED.items()}
@@ -403,12 +420,13 @@ def decode_job(row: Sequence[Any]) -> JobRecord:
 
 _IDS = "id = ANY(%(ids)s::bigint[])"
 BULK = {
-    "retry": "WITH r AS (UPDATE jobs SET status = 'pending', retry_count = 0, available_at = %(now)s,"
+    # retry and cancel answer whole jobs: the engine settles those in a workflow in the same transaction
+    "retry": f"WITH r AS (UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = %(now)s,"
     f" finished_at = NULL, updated_at = %(now)s WHERE {_IDS} AND status IN ('failed', 'cancelled')"
-    f" RETURNING id), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT id FROM r",
-    "cancel": "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s"
-    f" WHERE {_IDS} AND status = 'pending' RETURNING id, retry_count),"
-    f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT id FROM c",
+    f" RETURNING {JOB_COLUMNS}), e AS ({_EVENT}'retried', %(actor)s, 0, NULL FROM r) SELECT {JOB_COLUMNS} FROM r",
+    "cancel": "WITH c AS (UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,"
+    f" waiting_on = NULL WHERE {_IDS} AND status IN ('pending', 'waiting') RETURNING {JOB_COLUMNS}),"
+    f" e AS ({_EVENT}'cancelled', %(actor)s, retry_count, NULL FROM c) SELECT {JOB_COLUMNS} FROM c",
     "delete": f"WITH gone AS (DELETE FROM jobs WHERE {_IDS} AND status IN ('completed', 'failed', 'cancelled')"
     " RETURNING id), h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT id FROM gone",
 }
@@ -514,4 +532,119 @@ DIALECT = Dialect(
     set_slot_job=SET_SLOT_JOB,
     forget_slots=FORGET_SLOTS,
     audit=AUDIT,
+)
+
+
+def plain(statement: str) -> str:
+    """``statement`` (a transition whose first RETURNING ends its guarded UPDATE) for jobs outside every
+    workflow only."""
+    head, sep, tail = statement.partition(" RETURNING ")
+    return f"{head} AND {_PLAIN}{sep}{tail}"
+
+
+# -- workflows (queuelog/engines/workflows.py; docs/workflows.md) ------------------------------------------
+# Lists of ids arrive as bigint arrays (%(ids)s, %(own)s). These run in one transaction per operation.
+
+_ANY = "ANY(%({})s::bigint[])"
+_TAKE = f"UPDATE jobs SET dependents = dependents + 1 WHERE id = {_ANY.format('ids')}"
+_FLOW_NEW = (
+    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key, fingerprint,"
+    " owner, available_at, created_at, updated_at, finished_at, batch_id, callback_of, depends_on, waiting_on,"
+    " on_dependency_failure) VALUES (%(type)s, %(payload)s, %(priority)s, %(status)s, 0, %(max_retries)s,"
+    " %(key)s, %(fingerprint)s, %(owner)s, %(available_at)s, %(now)s, %(now)s, %(finished_at)s, %(batch_id)s,"
+    " %(callback_of)s, %(depends_on)s, %(waiting_on)s, %(on_failure)s) ON CONFLICT DO NOTHING"
+    f" RETURNING {JOB_COLUMNS}"
+)
+_WAITS = "j.status = 'waiting' AND j.on_dependency_failure IS NULL"
+DOOMED = (
+    "WITH RECURSIVE doomed(id, cause) AS (SELECT d.job_id, d.depends_on_id FROM job_dependencies d"
+    f" JOIN jobs j ON j.id = d.job_id WHERE d.depends_on_id = {_ANY.format('ids')} AND {_WAITS}"
+    " UNION SELECT d.job_id, d.depends_on_id FROM doomed JOIN job_dependencies d ON d.depends_on_id = doomed.id"
+    f" JOIN jobs j ON j.id = d.job_id WHERE {_WAITS}) SELECT id, min(cause) FROM doomed GROUP BY id"
+)
+_CANDIDATES = (
+    f"(id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id = {_ANY.format('ids')})"
+    f" OR id = {_ANY.format('own')}) AND status = 'waiting'"
+)
+_DEPS = (
+    "FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id AND p.status {}"
+)
+_OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
+_FAILED = _DEPS.format("IN ('failed', 'cancelled')")
+_READY = f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+# Every waiting dependent of %(ids)s (and each of %(own)s), in one statement: pending when its
+# dependencies are all finished (and, unless it runs whatever their outcome, none failed), else waiting on
+# the rest. LOCK_WAITING runs first, in its own statement: this one's snapshot then sees every dependency
+# that a transaction it waited for finished.
+REFRESH = (
+    f"UPDATE jobs SET status = CASE WHEN {_READY} THEN 'pending' ELSE 'waiting' END,"
+    f" available_at = CASE WHEN {_READY} THEN greatest(available_at, %(now)s) ELSE available_at END,"
+    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE coalesce((SELECT json_agg(d.depends_on_id"
+    f" ORDER BY d.depends_on_id)::text {_OPEN}), '[]') END,"
+    f" updated_at = %(now)s WHERE {_CANDIDATES} RETURNING {JOB_COLUMNS}"
+)
+LOCK_WAITING = f"SELECT id FROM jobs WHERE {_CANDIDATES} ORDER BY id FOR UPDATE"
+_BATCH_OPEN = "finished + %(done)s < total"
+
+
+def list_batches(columns: tuple[str, ...], keyset: bool) -> str:
+    where = [f"{name} = %({name})s" for name in columns] + (["id < %(before_id)s"] if keyset else [])
+    condition = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {BATCH_COLUMNS} FROM batches{condition} ORDER BY id DESC LIMIT %(limit)s"
+
+
+FLOWS = Flows(
+    bind_ids=_bind_ids,
+    bind_time=bind_time,
+    bind_json=bind_json,
+    decode_job=decode_job,
+    decode_time=decode_time,
+    event="INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUES (%s, %s, %s, %s, %s, %s)",
+    take_dependencies={
+        False: f"{_TAKE} RETURNING id, status",
+        True: f"{_TAKE} AND owner = %(owner)s RETURNING id, status",
+    },
+    insert=_FLOW_NEW,
+    by_key=BY_KEY,
+    dependency="INSERT INTO job_dependencies (job_id, depends_on_id) VALUES (%s, %s)",
+    doomed=DOOMED,
+    cancel_doomed="UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,"
+    f" waiting_on = NULL WHERE id = {_ANY.format('ids')} AND status = 'waiting' RETURNING {JOB_COLUMNS}",
+    lock_waiting=LOCK_WAITING,
+    refresh=REFRESH,
+    count_batch="UPDATE batches SET finished = finished + %(done)s, failed = failed + %(failed)s,"
+    f" status = CASE WHEN {_BATCH_OPEN} THEN 'running' ELSE status END,"
+    f" finished_at = CASE WHEN {_BATCH_OPEN} THEN NULL ELSE finished_at END, updated_at = %(now)s"
+    " WHERE id = %(id)s RETURNING finished, total, status",
+    finish_batch="UPDATE batches SET status = CASE WHEN failed = 0 THEN 'succeeded' ELSE"
+    " 'finished_with_failures' END, finished_at = %(now)s, updated_at = %(now)s WHERE id = %(id)s"
+    " AND status = 'running' AND finished >= total"
+    " RETURNING owner, status, on_success, on_finish, on_success_job, on_finish_job",
+    set_callbacks="UPDATE batches SET on_success_job = %(success)s, on_finish_job = %(finish)s WHERE id = %(id)s",
+    insert_batch="INSERT INTO batches (owner, description, status, total, finished, failed, idempotency_key,"
+    " fingerprint, on_success, on_finish, created_at, updated_at) VALUES (%(owner)s, %(description)s,"
+    " 'running', 0, 0, 0, %(key)s, %(fingerprint)s, %(on_success)s, %(on_finish)s, %(now)s, %(now)s)"
+    " ON CONFLICT DO NOTHING RETURNING id",
+    batch_by_key="SELECT id, fingerprint FROM batches WHERE owner = %(owner)s AND idempotency_key = %(key)s",
+    get_batch=f"SELECT {BATCH_COLUMNS} FROM batches WHERE id = %(id)s",
+    set_batch_counts="UPDATE batches SET total = %(total)s, finished = %(finished)s, failed = %(failed)s"
+    " WHERE id = %(id)s",
+    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id = {_ANY.format('ids')} ORDER BY id",
+    list_batches=list_batches,
+    cancel_members="UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,"
+    " waiting_on = NULL WHERE batch_id = %(id)s AND status IN ('pending', 'waiting')"
+    f" RETURNING {JOB_COLUMNS}",
+    request_cancel_members="UPDATE jobs SET cancel_requested_at = %(now)s, cancel_requested_by = %(actor)s,"
+    " updated_at = %(now)s WHERE batch_id = %(id)s AND status = 'running' AND cancel_requested_at IS NULL"
+    " RETURNING id, retry_count",
+    retry_members=f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = %(now)s,"
+    " finished_at = NULL, updated_at = %(now)s WHERE batch_id = %(id)s AND status IN ('failed', 'cancelled')"
+    f" RETURNING {JOB_COLUMNS}",
+    # The member's row stays locked to the end of the transaction: it cannot finish meanwhile.
+    holds_member="SELECT id FROM jobs WHERE batch_id = %(id)s AND status = 'running' AND worker_id = %(worker)s"
+    " AND lease_token = %(token)s FOR UPDATE",
+    grow_batch="UPDATE batches SET total = total + %(n)s, updated_at = %(now)s WHERE id = %(id)s"
+    " AND status = 'running' RETURNING owner",
+    dependents_of="SELECT job_id FROM job_dependencies WHERE depends_on_id = %(id)s ORDER BY job_id"
+    " LIMIT %(limit)s",
 )
