@@ -24,12 +24,14 @@ def batches(admin) -> dict[str, float]:
 def test_batches_by_status_and_waiting_jobs(admin, producer, worker):
     assert batches(admin) == {"running": 0, "succeeded": 0, "finished_with_failures": 0}
     chain = {"jobs": [{"type": "email", "ref": "a"}, {"type": "email", "depends_on": ["a"]}]}
-    made = [producer.post("/batches", json=chain).json for _ in range(2)]
+    first = producer.post("/batches", json=chain).json
+    second = producer.post("/batches", json=chain).json
     assert batches(admin) == {"running": 2, "succeeded": 0, "finished_with_failures": 0}
     assert samples(admin)[("queuelog_jobs", (("status", "waiting"), ("type", "email")))] == 2
+    assert producer.post(f"/batches/{second['id']}/cancel").status_code == 202
     for _ in range(2):  # the first batch's two jobs, in order
         held = worker.post("/jobs/claim").json
+        assert held["id"] in first["jobs"]
         worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": held["lease_token"]})
-    assert producer.post(f"/batches/{made[1]['id']}/cancel").status_code == 202
     assert batches(admin) == {"running": 0, "succeeded": 1, "finished_with_failures": 1}
     assert samples(admin).get(("queuelog_jobs", (("status", "waiting"), ("type", "email"))), 0) == 0
