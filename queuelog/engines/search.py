@@ -24,7 +24,7 @@ from queuelog.engines.records import JOB_COLUMNS, JobSearch
 EXACT = ("id", "owner", "status", "type", "priority")
 STATUS_SETS = {  # the statuses each bulk action applies to (a fixed vocabulary: written into statements)
     "retry": ("failed", "cancelled"),
-    "cancel": ("pending",),
+    "cancel": ("pending", "waiting"),  # a waiting job is cancelled like a pending one
     "delete": ("completed", "failed", "cancelled"),
 }
 
