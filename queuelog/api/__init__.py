@@ -2,7 +2,14 @@
 
 from werkzeug.routing import IntegerConverter
 
-from queuelog.api import jobs, operations, schedules, types, workers  # noqa: F401 - their operations attach to bp
+from queuelog.api import (  # noqa: F401 - their operations attach to bp
+    batches,
+    jobs,
+    operations,
+    schedules,
+    types,
+    workers,
+)
 from queuelog.api.base import bp
 
 

@@ -52,6 +52,15 @@ def _document(schema: dict[str, Any], description: str | None = None) -> Field:
     return answer(schema, description, _parsed, stored_json)
 
 
+def _ids(text: str | None) -> list[int]:
+    return [] if text is None else json.loads(text)
+
+
+def _ids_text(text: str | None) -> str:
+    """A list of ids as stored (JSON text), [] when there is none."""
+    return "[]" if text is None else text
+
+
 JOB_FIELDS: dict[str, Field] = {
     "id": answer({"type": "integer"}),
     "type": answer({"type": "string"}),
@@ -92,6 +101,22 @@ JOB_FIELDS: dict[str, Field] = {
     "progress_message": answer({"type": ["string", "null"]}, "The message of that report."),
     "progress_updated_at": moment("When that report came."),
     "snooze_count": answer({"type": "integer"}, "How often a worker handed the job back to run later."),
+    # Workflows (docs/workflows.md)
+    "depends_on": answer(
+        {"type": "array", "items": {"type": "integer"}},
+        "The jobs it waits for (or waited for); [] for a job without dependencies.",
+        _ids,
+        _ids_text,
+    ),
+    "waiting_on": answer(
+        {"type": "array", "items": {"type": "integer"}},
+        "While it is waiting: those of its dependencies not finished yet; else [].",
+        _ids,
+        _ids_text,
+    ),
+    "batch_id": answer(
+        {"type": ["integer", "null"]}, "The batch it is a member of, or whose callback it is; else null."
+    ),
 }
 SHOWN_TO_SOME = frozenset({"idempotency_key", "error", "lease_token"})
 JOB = Shape(

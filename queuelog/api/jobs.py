@@ -47,6 +47,25 @@ MAX_BATCH_ENQUEUE = 500
 MAX_DELAY_SECONDS = 366 * 24 * 3600
 MAX_RETRIES_LIMIT = 25
 MAX_BATCH_KEY = 250  # leaves room for "#499" within the 255 characters of a key
+MAX_DEPENDENCIES = 100
+MAX_JOB_ID = 2**63 - 1
+
+JOB_ID_FIELD = integer(1, MAX_JOB_ID, "A job id.")
+DEPENDS_ON = ListOf(
+    JOB_ID_FIELD,
+    1,
+    MAX_DEPENDENCIES,
+    f"must be a list of 1 to {MAX_DEPENDENCIES} job ids",
+    nullable=True,
+    description="Jobs this one waits for (docs/workflows.md): ids of jobs the caller may see, each at most"
+    " once. The job starts waiting, and becomes pending when they have all finished.",
+)
+ON_DEPENDENCY_FAILURE = choice(
+    ("cancel", "run"),
+    "What a failed or cancelled dependency does to this job: cancel it (and the jobs waiting on it), or"
+    " run it anyway once all its dependencies have finished.",
+    default="cancel",
+)
 
 JOB_BODY = Shape(
     "JobBody",
@@ -77,6 +96,8 @@ JOB_BODY = Shape(
             "Seconds from now until the job becomes claimable. Not with run_at.",
             nullable=True,
         ),
+        "depends_on": DEPENDS_ON,
+        "on_dependency_failure": ON_DEPENDENCY_FAILURE,
     },
     required=("type",),
     exclusive=("run_at", "delay_seconds", "give run_at or delay_seconds, not both"),
@@ -122,6 +143,7 @@ LIST_QUERY = Shape(
         "status": choice(STATUSES, "Only jobs in this state."),
         "type": text(64, "Only jobs of this type."),
         "priority": priority("Only jobs of this priority."),
+        "batch_id": integer(1, MAX_JOB_ID, "Only the members of this batch (docs/workflows.md)."),
         "worker": text(
             64, "Only jobs last held by this worker (its key's name). Checked on the window of candidates."
         ),
@@ -163,8 +185,22 @@ LIST_QUERY = Shape(
 # -- enqueue ------------------------------------------------------------------------------------------
 
 
-def job_spec(values: dict[str, Any], path: str, header_key: str | None) -> JobSpec:
-    """A ``JobSpec`` from a job body that ``JOB_BODY`` accepted; ``header_key`` is already checked."""
+def dependencies(values: dict[str, Any], path: str) -> tuple[int, ...]:
+    """The body's ``depends_on`` ids; a repeated id is a 422 naming its second place."""
+    ids = values.get("depends_on") or []
+    seen: set[int] = set()
+    for i, job_id in enumerate(ids):
+        if job_id in seen:
+            raise invalid(join(path, f"depends_on[{i}]"), f"repeats job {job_id}")
+        seen.add(job_id)
+    return tuple(ids)
+
+
+def job_spec(
+    values: dict[str, Any], path: str, header_key: str | None, *, after: tuple[int, ...] = ()
+) -> JobSpec:
+    """A ``JobSpec`` from a job body that ``JOB_BODY`` accepted; ``header_key`` is already checked.
+    ``after``: the indexes of earlier jobs of the request it waits for (a batch's refs)."""
     key = values["idempotency_key"]
     if header_key is not None:
         if key is not None and key != header_key:
@@ -180,6 +216,9 @@ def job_spec(values: dict[str, Any], path: str, header_key: str | None) -> JobSp
         idempotency_key=key,
         run_at=values["run_at"],
         delay_seconds=values["delay_seconds"],
+        depends_on=dependencies(values, path),
+        after=after,
+        on_dependency_failure="run" if values.get("on_dependency_failure") == "run" else None,
     )
 
 
@@ -235,7 +274,7 @@ def enqueue(body: dict[str, Any], header_key: str | None):
         raise _with_type_checks(refusal, [("", raw)]) from None
     principal: Principal = g.principal
     principal.check_priority(spec.priority)
-    job, created = queue().enqueue(principal.name, spec)
+    job, created = queue().enqueue(principal.name, spec, scope=principal.owner_scope)
     location = {"Location": url_for("api.get_job", job_id=job.id)}
     return json_text_response(job_json(job, principal), 201 if created else 200, location)
 
@@ -264,7 +303,7 @@ def enqueue_batch(body: dict[str, Any], header_key: str | None):
         key = spec.idempotency_key
         if key is not None and first_use.setdefault(key, i) != i:
             raise invalid(f"jobs[{i}].idempotency_key", f"repeats the key of jobs[{first_use[key]}]")
-    results = queue().enqueue_many(principal.name, specs)
+    results = queue().enqueue_many(principal.name, specs, scope=principal.owner_scope)
     created = any(new for _, new in results)  # a full replay made nothing new: 200, like a single job
     jobs = json_array(job_json(job, principal) for job, _ in results)
     return json_text_response(json_object({"jobs": jobs}), 201 if created else 200)

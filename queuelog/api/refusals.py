@@ -115,6 +115,18 @@ TABLE: dict[Code, Wording] = {
         ),
     ),
     Code.NOT_AN_INTEGER: Wording(*_INVALID, lambda p: f"must be an integer from {p['low']} to {p['high']}"),
+    Code.DEPENDENCY_NOT_FOUND: Wording(*_INVALID, lambda p: f"job {p['job_id']} does not exist"),
+    Code.BATCH_NOT_FOUND: Wording(404, "not-found", lambda p: f"batch {p['batch_id']} does not exist"),
+    Code.BATCH_NOT_HELD: Wording(
+        409,
+        "not-lease-holder",
+        lambda p: (
+            f"only a worker holding a running job of batch {p['batch_id']}, with its lease_token, may add jobs"
+        ),
+    ),
+    Code.BATCH_FINISHED: Wording(
+        409, "invalid-state", lambda p: f"batch {p['batch_id']} is finished and takes no more jobs"
+    ),
 }
 
 

@@ -56,11 +56,13 @@ def _request_bytes() -> bytes:
 
 def query_values(args: MultiDict[str, str]) -> dict[str, Any]:
     """A query string as the JSON object its shape declares: ``limit`` is a number when it is 1 to 3 ASCII
-    digits (else it stays text, which the shape refuses); a repeated name counts once, as first given."""
+    digits, ``batch_id`` when it is 1 to 18 (else they stay text, which the shape refuses); a repeated name
+    counts once, as first given."""
     values: dict[str, Any] = dict(args.items())
-    number = ascii_int(values.get("limit"), max_digits=3)
-    if number is not None:
-        values["limit"] = number
+    for name, digits in (("limit", 3), ("batch_id", 18)):
+        number = ascii_int(values.get(name), max_digits=digits)
+        if number is not None:
+            values[name] = number
     return values
 
 

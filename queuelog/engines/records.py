@@ -53,7 +53,8 @@ class JobRecord(NamedTuple):
     progress_note: str | None
     progress_at: datetime | None
     snooze_count: int
-    # Workflows (docs/workflows.md): the batch it is a member of, or whose callback it is; how many jobs
+    # Workflows (docs/workflows.md): the batch it is a member of, or whose callback it is (then
+    # ``callback_of`` too); how many jobs
     # were enqueued depending on it; its dependencies and, while it waits, those still unfinished (JSON
     # arrays of ids as text; None when there are none).
     batch_id: int | None
@@ -337,7 +338,8 @@ class Fired(NamedTuple):
 class JobSearch(NamedTuple):
     """What a search of the jobs looks for (every given field must match; None or empty: any).
 
-    ``id``, ``owner``, ``status``, ``type`` and ``priority`` are matched through the jobs table's indexes;
+    ``id``, ``owner``, ``status``, ``type``, ``priority`` and ``batch_id`` are matched through the jobs
+    table's indexes;
     the others are checked on a bounded window of the newest rows that match those (docs/console.md#search).
     Times are aware datetimes, ``*_from`` inclusive and ``*_to`` exclusive. ``error`` is a piece of the
     stored error, matched without regard to ASCII case. ``payload_path`` names keys of nested objects,
@@ -360,6 +362,7 @@ class JobSearch(NamedTuple):
     payload_path: tuple[str, ...] = ()
     payload_value: str | None = None
     ids: tuple[int, ...] | None = None
+    batch_id: int | None = None  # a batch's members (docs/workflows.md), through ix_jobs_batch
 
 
 class SearchPage(NamedTuple):

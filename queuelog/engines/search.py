@@ -21,10 +21,10 @@ from typing import Any
 from queuelog.engines.dialect import Dialect
 from queuelog.engines.records import JOB_COLUMNS, JobSearch
 
-EXACT = ("id", "owner", "status", "type", "priority")
+EXACT = ("id", "owner", "status", "type", "priority", "batch_id")  # batch_id: ix_jobs_batch
 STATUS_SETS = {  # the statuses each bulk action applies to (a fixed vocabulary: written into statements)
     "retry": ("failed", "cancelled"),
-    "cancel": ("pending", "waiting"),  # a waiting job is cancelled like a pending one
+    "cancel": ("pending", "waiting"),
     "delete": ("completed", "failed", "cancelled"),
 }
 

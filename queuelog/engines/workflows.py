@@ -203,7 +203,7 @@ class WorkflowEngine:
             "available_at": ts,
             "now": ts,
             "finished_at": None,
-            "batch_id": None,
+            "batch_id": batch_id,
             "callback_of": batch_id,
             "depends_on": None,
             "waiting_on": None,
@@ -235,9 +235,7 @@ class WorkflowEngine:
         if bad:
             causes = dict(cur.execute(f.doomed, {"ids": f.bind_ids(bad)}).fetchall())
             if causes:
-                rows = cur.execute(
-                    f.cancel_doomed, {"ids": f.bind_ids(list(causes)), "now": ts}
-                ).fetchall()
+                rows = cur.execute(f.cancel_doomed, {"ids": f.bind_ids(list(causes)), "now": ts}).fetchall()
                 doomed = [f.decode_job(row) for row in rows]
                 events = [(j.id, ts, "cancelled", f"job {causes[j.id]}", j.retry_count, None) for j in doomed]
                 self._log(cur, events)
@@ -255,12 +253,12 @@ class WorkflowEngine:
         # Batches: members that finished (+1) or were reopened (-1).
         deltas: dict[int, list[int]] = {}
         for job in [*finished, *doomed]:
-            if job.batch_id is not None:
+            if job.batch_id is not None and job.callback_of is None:
                 d = deltas.setdefault(job.batch_id, [0, 0])
                 d[0] += 1
                 d[1] += job.status != "completed"
         for job in reopened:
-            if job.batch_id is not None:
+            if job.batch_id is not None and job.callback_of is None:
                 d = deltas.setdefault(job.batch_id, [0, 0])
                 d[0] -= 1
                 d[1] -= 1
@@ -314,14 +312,19 @@ class WorkflowEngine:
             }
             row = cur.execute(f.insert_batch, params).fetchone()
             if row is None:  # a concurrent request with the key made it (PostgreSQL)
-                key_row = cur.execute(f.batch_by_key, {"owner": owner, "key": batch.idempotency_key}).fetchone()
+                key_row = cur.execute(
+                    f.batch_by_key, {"owner": owner, "key": batch.idempotency_key}
+                ).fetchone()
                 existing = self._read_batch(cur, int(key_row[0]))
                 assert existing is not None
                 if key_row[1] != batch.fingerprint:
                     raise BatchConflict(existing)
                 return existing, False
             batch_id = int(row[0])
-            jobs = [job for job, _ in self._insert_jobs(cur, owner, batch.jobs, now, scope=scope, batch_id=batch_id)]
+            jobs = [
+                job
+                for job, _ in self._insert_jobs(cur, owner, batch.jobs, now, scope=scope, batch_id=batch_id)
+            ]
             done = [job for job in jobs if job.status in FINISHED]
             failed = sum(1 for job in done if job.status != "completed")
             counts = {"id": batch_id, "total": len(jobs), "finished": len(done), "failed": failed}
@@ -386,7 +389,9 @@ class WorkflowEngine:
             rows = cur.execute(f.cancel_members, {"id": batch_id, "now": ts}).fetchall()
             cancelled = [f.decode_job(row) for row in rows]
             self._log(cur, [(j.id, ts, "cancelled", actor, j.retry_count, None) for j in cancelled])
-            asked = cur.execute(f.request_cancel_members, {"id": batch_id, "now": ts, "actor": actor}).fetchall()
+            asked = cur.execute(
+                f.request_cancel_members, {"id": batch_id, "now": ts, "actor": actor}
+            ).fetchall()
             self._log(cur, [(int(i), ts, "cancel_requested", actor, n + 1, None) for i, n in asked])
             self._settle(cur, now, cancelled)
             return self._read_batch(cur, batch_id)
@@ -421,7 +426,9 @@ class WorkflowEngine:
             if grown is None:
                 return "finished"
             owner = grown[0]
-            made = [job for job, _ in self._insert_jobs(cur, owner, jobs, now, scope=owner, batch_id=batch_id)]
+            made = [
+                job for job, _ in self._insert_jobs(cur, owner, jobs, now, scope=owner, batch_id=batch_id)
+            ]
             self._settle(cur, now, [job for job in made if job.status in FINISHED])
             return made
 

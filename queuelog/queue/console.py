@@ -74,8 +74,8 @@ class Console:
         """Apply ``action`` to the jobs matching ``search`` with ids below ``below``, newest first, for
         about ``budget`` seconds (at least one page of the search); returns how many changed and where
         to continue."""
-        if action == "cancel" and search.status is None:
-            search = search._replace(status="pending")  # the one status it applies to: use its index
+        if action == "cancel" and search.status is None and search.batch_id is None:
+            search = search._replace(status="pending")  # the status it mostly applies to: use its index
         deadline = time.monotonic() + self.budget
         done, before = 0, below
         while True:

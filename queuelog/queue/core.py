@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from queuelog import metrics
 from queuelog.db import Database
 from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
+from queuelog.engines.records import DependencyMissing
 from queuelog.models import utcnow
 from queuelog.queue.errors import (
     Code,
@@ -30,12 +31,13 @@ from queuelog.queue.longpoll import LongPolls
 from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
+from queuelog.queue.workflows import Workflows, dependency_refusal
 from queuelog.redact import redact_error
 
 MAX_ERROR_CHARS = 4096
 
 
-class Queue(LongPolls, RunningJobs):
+class Queue(LongPolls, RunningJobs, Workflows):
     """Enqueue, claim, complete, fail, cancel, retry, expire leases and prune, over one ``Database``; and
     running jobs' cancellation, progress and snoozes (running.py).
 
@@ -73,17 +75,22 @@ class Queue(LongPolls, RunningJobs):
 
     # -- enqueue ------------------------------------------------------------------------------------
 
-    def enqueue(self, owner: str, spec: JobSpec) -> tuple[JobRecord, bool]:
+    def enqueue(self, owner: str, spec: JobSpec, *, scope: str | None = None) -> tuple[JobRecord, bool]:
         """Add one job; returns ``(job, created)``. ``created`` is False when an idempotent replay matched."""
-        return self.enqueue_many(owner, [spec])[0]
+        return self.enqueue_many(owner, [spec], scope=scope)[0]
 
-    def enqueue_many(self, owner: str, specs: list[JobSpec]) -> list[tuple[JobRecord, bool]]:
-        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit)."""
+    def enqueue_many(
+        self, owner: str, specs: list[JobSpec], *, scope: str | None = None
+    ) -> list[tuple[JobRecord, bool]]:
+        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit).
+        A job's dependencies must be ``scope``'s jobs when given (a producer's own; docs/workflows.md)."""
         self.types.check(specs)
         now = self.clock()
         jobs = [spec.new_job(now) for spec in specs]
         try:
-            out = self.engine.insert(owner, jobs, now)
+            out = self.engine.insert(owner, jobs, now, scope=scope)
+        except DependencyMissing as exc:
+            raise dependency_refusal(exc, f"jobs[{exc.index}]." if len(specs) > 1 else "") from None
         except KeyConflict as exc:
             field = f"jobs[{exc.index}].idempotency_key" if len(specs) > 1 else "idempotency_key"
             raise IdempotencyKeyReused(Code.IDEMPOTENCY_KEY_REUSED, field=field, job_id=exc.job.id) from None
@@ -217,7 +224,8 @@ class Queue(LongPolls, RunningJobs):
         return outcome
 
     def retry(self, job_id: int, actor: str) -> JobRecord:
-        """Put a failed or cancelled job back to pending now, with its retry count reset (admins)."""
+        """Put a failed or cancelled job back to pending now, with its retry count reset (admins); a job
+        with dependencies waits on them again (docs/workflows.md)."""
         outcome = self.engine.retry(job_id, actor, now=self.clock())
         if isinstance(outcome, Unchanged):
             if outcome.job is None:

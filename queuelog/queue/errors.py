@@ -58,6 +58,11 @@ class Code(StrEnum):
     TYPE_EXISTS = "type_exists"  # name: the name is taken
     BAD_TYPE_NAME = "bad_type_name"  # max_length: letters, digits, '_', '.', ':', '-'
     NOT_AN_INTEGER = "not_an_integer"  # low, high: a whole number is needed (not true, 1.5 or "2")
+    # Workflows (queuelog/queue/workflows.py, docs/workflows.md)
+    DEPENDENCY_NOT_FOUND = "dependency_not_found"  # job_id: no such job, or one the caller may not see
+    BATCH_NOT_FOUND = "batch_not_found"  # batch_id: no such batch, or one the caller may not see
+    BATCH_NOT_HELD = "batch_not_held"  # batch_id: the worker holds no running member under that token
+    BATCH_FINISHED = "batch_finished"  # batch_id: a finished batch takes no more jobs
 
 
 # The codes only schedules give: the command line words them itself (queuelog/cli/schedules.py).
@@ -88,16 +93,18 @@ class QueueError(Refused):
 
 
 class JobNotFound(QueueError):
-    """No such job, or none the caller may see (``Code.JOB_NOT_FOUND``)."""
+    """No such job, or none the caller may see (``Code.JOB_NOT_FOUND``); no such batch
+    (``BATCH_NOT_FOUND``)."""
 
 
 class InvalidState(QueueError):
     """The job exists but its state does not allow the transition (``NOT_CANCELLABLE``, ``NOT_RETRYABLE``,
-    ``SNOOZE_LIMIT``, ``CANCEL_NOT_REQUESTED``)."""
+    ``SNOOZE_LIMIT``, ``CANCEL_NOT_REQUESTED``); a finished batch takes no jobs (``BATCH_FINISHED``)."""
 
 
 class NotLeaseHolder(QueueError):
-    """The caller does not hold the job's current lease (``NOT_LEASE_HOLDER``)."""
+    """The caller does not hold the job's current lease (``NOT_LEASE_HOLDER``), or a running member of
+    the batch (``BATCH_NOT_HELD``)."""
 
 
 class IdempotencyKeyReused(QueueError):

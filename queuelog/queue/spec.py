@@ -26,6 +26,11 @@ class JobSpec:
     idempotency_key: str | None = None
     run_at: datetime | None = None
     delay_seconds: float | None = None
+    # Workflows (docs/workflows.md): existing jobs it waits for; earlier jobs of the same request it waits
+    # for (indexes: a batch's refs); "run" to run whatever their outcome (None: a failure cancels it).
+    depends_on: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+    on_dependency_failure: str | None = None
 
     @cached_property
     def fingerprint(self) -> str:
@@ -39,12 +44,22 @@ class JobSpec:
                 self.max_retries,
                 self.run_at.isoformat() if self.run_at else None,
                 self.delay_seconds,
+                # only when given, so that the keys of jobs without dependencies match as they always did
+                *(
+                    [list(self.depends_on), list(self.after), self.on_dependency_failure]
+                    if self._waits
+                    else []
+                ),
             ],
             sort_keys=True,
             separators=(",", ":"),
             ensure_ascii=False,
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def _waits(self) -> bool:
+        return bool(self.depends_on or self.after or self.on_dependency_failure)
 
     def new_job(self, now: datetime) -> NewJob:
         """The job to insert at ``now``. A ``run_at`` in the past counts as now, so that nobody jumps the
@@ -64,6 +79,9 @@ class JobSpec:
             self.idempotency_key,
             fingerprint,
             available,
+            self.depends_on,
+            self.after,
+            self.on_dependency_failure,
         )
 
 

@@ -79,6 +79,10 @@ _ABOUT_JOBS: dict[Code, LazyString] = {
     Code.TYPE_EXISTS: _l("A job type with this name exists."),
     Code.BAD_TYPE_NAME: _l("Use letters, digits, '_', '.', ':' or '-', starting with a letter or digit."),
     Code.NOT_AN_INTEGER: _l("Enter a whole number from %(low)s to %(high)s."),
+    Code.DEPENDENCY_NOT_FOUND: _l("There is no job %(job_id)s to wait for."),
+    Code.BATCH_NOT_FOUND: _l("Batch %(batch_id)s does not exist."),
+    Code.BATCH_NOT_HELD: _l("Only a worker running a job of batch %(batch_id)s may add jobs to it."),
+    Code.BATCH_FINISHED: _l("Batch %(batch_id)s is finished and takes no more jobs."),
 }
 _ABOUT_SCHEMAS: dict[SchemaFault, LazyString] = {
     SchemaFault.NOT_OBJECT: _l("The schema must be a JSON object."),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Protocol
 
-FINISHED = frozenset({"completed", "failed", "cancelled"})
+FINISHED = frozenset({"completed", "failed", "cancelled"})  # waiting is not finished: it will run
 
 _TIMES = (
     "claimed_at",
@@ -99,7 +99,7 @@ class Job:
     progress_message: str | None = None
     progress_updated_at: datetime | None = None
     snooze_count: int = 0
-    # Workflows (docs/batches.md): the jobs it waits for, those of them still unfinished, and its batch.
+    # Workflows (docs/workflows.md): the jobs it waits for, those still unfinished, and its batch.
     depends_on: list[int] = field(default_factory=list)
     waiting_on: list[int] = field(default_factory=list)
     batch_id: int | None = None

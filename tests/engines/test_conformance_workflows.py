@@ -62,7 +62,9 @@ def test_a_job_waits_for_its_dependencies_and_is_released_by_the_last(engine):
     second = next(j for j in held if j.id == b.id)
     engine.complete(b.id, "w", second.lease_token, now=later(1), result_json=None)
     released = engine.get(c.id)
-    assert released.status == "pending" and ids(released.waiting_on) == [] and released.available_at == later(1)
+    assert (
+        released.status == "pending" and ids(released.waiting_on) == [] and released.available_at == later(1)
+    )
     assert history(engine, c.id) == [("enqueued", "alice"), ("released", "system")]
     [claimed] = claim(engine, at=later(1))
     assert claimed.id == c.id
@@ -188,7 +190,9 @@ def test_a_batch_is_made_all_at_once_with_refs_and_counts(engine):
     assert created and batch.status == "running" and batch.total == 3 and len(batch.jobs) == 3
     first, second, third = (engine.get(i) for i in batch.jobs)
     assert (first.status, second.status, third.status) == ("pending", "waiting", "waiting")
-    assert ids(third.depends_on) == [first.id, second.id] and {j.batch_id for j in (first, second)} == {batch.id}
+    assert ids(third.depends_on) == [first.id, second.id] and {j.batch_id for j in (first, second)} == {
+        batch.id
+    }
     assert batch.counts["pending"] == 1 and batch.counts["waiting"] == 2
     assert engine.get_batch(batch.id) == batch
 
@@ -204,7 +208,7 @@ def test_a_batch_finishes_with_its_last_member_and_enqueues_callbacks_once(engin
     success, end = engine.get(done.on_success_job), engine.get(done.on_finish_job)
     assert json.loads(success.payload) == {"step": "ok"} and json.loads(end.payload) == {"step": "end"}
     assert success.status == end.status == "pending" and success.callback_of == batch.id
-    assert success.batch_id is None and done.jobs == tuple(j.id for j in held)
+    assert success.batch_id == batch.id and done.jobs == tuple(j.id for j in held)
     assert len(engine.list_jobs(owner="alice", limit=50)) == 4
 
 
@@ -219,7 +223,7 @@ def test_a_batch_with_failures_enqueues_on_finish_only_and_retry_never_enqueues_
     assert finish_job is not None
     again = engine.retry_batch(batch.id, "root", now=NOW)
     assert again.status == "running" and again.finished_at is None and again.counts["pending"] == 1
-    [member] = [j for j in claim(engine, limit=5) if j.batch_id == batch.id]
+    [member] = [j for j in claim(engine, limit=5) if j.batch_id == batch.id and j.callback_of is None]
     engine.complete(member.id, "w", member.lease_token, now=NOW, result_json=None)
     final = engine.get_batch(batch.id)
     assert final.status == "succeeded" and final.on_finish_job == finish_job
@@ -292,7 +296,7 @@ def test_the_last_two_members_finishing_at_once_enqueue_callbacks_exactly_once(e
         assert final.status == "succeeded" and final.counts["completed"] == 8
         callbacks = [j for j in engine.list_jobs(owner="alice", limit=500) if j.callback_of == batch.id]
         assert sorted(j.id for j in callbacks) == sorted([final.on_success_job, final.on_finish_job])
-        for job in callbacks:  # drain them, so the next round claims only members
+        for _ in callbacks:  # drain them, so the next round claims only members
             [c] = claim(engine)
             engine.complete(c.id, "w", c.lease_token, now=NOW, result_json=None)
 
@@ -320,3 +324,26 @@ def test_plain_jobs_show_no_dependencies_and_take_no_workflow_path(engine):
     )
     done = finish(engine, job)
     assert not isinstance(done, Unchanged) and done.status == "completed"
+
+
+def test_a_dependent_is_released_once_whichever_way_its_dependencies_finish(engine):
+    """Four dependencies end four ways (completed, lease expired out of retries, cancelled, failed then
+    retried by an admin and completed): the job that runs whatever their outcome is released exactly once,
+    by the last, and never before."""
+    deps = [job for job, _ in engine.insert("alice", [new(max_retries=0) for _ in range(4)], NOW)]
+    [(joined, _)] = engine.insert("alice", [after(new(), *(d.id for d in deps), run=True)], NOW)
+    ordered = sorted(claim(engine, limit=3, lease=5), key=lambda j: j.id)
+    engine.complete(ordered[0].id, "w", ordered[0].lease_token, now=NOW, result_json=None)
+    engine.fail(ordered[2].id, "w", ordered[2].lease_token, now=NOW, error="x", retryable=False, backoff=NO_WAIT)
+    assert engine.get(joined.id).status == "waiting"
+    engine.expire(now=later(10), backoff=NO_WAIT)  # deps[1]: out of retries, failed
+    assert engine.get(joined.id).status == "waiting"
+    engine.retry(deps[2].id, "root", now=later(10))  # failed -> pending again: it must be waited for
+    assert ids(engine.get(joined.id).waiting_on) == [deps[2].id, deps[3].id]
+    engine.cancel(deps[3].id, "alice", now=later(10))
+    assert engine.get(joined.id).status == "waiting"
+    [again] = claim(engine, at=later(11))
+    assert again.id == deps[2].id
+    engine.complete(again.id, "w", again.lease_token, now=later(11), result_json=None)
+    assert engine.get(joined.id).status == "pending"
+    assert [e for e in history(engine, joined.id) if e[0] == "released"] == [("released", "system")]

@@ -117,7 +117,10 @@ def _claim_under_lock(
     return cur.fetchall(), bool(due.fetchone()[0])
 
 
-_PLAIN = {statement: plain(statement) for statement in (COMPLETE, FAIL, *CANCEL.values(), RETRY, CANCEL_HELD, SNOOZE)}
+_PLAIN = {
+    statement: plain(statement)
+    for statement in (COMPLETE, FAIL, *CANCEL.values(), RETRY, CANCEL_HELD, SNOOZE)
+}
 _PLAIN_COMPLETE_MANY = plain(COMPLETE_MANY)
 
 
@@ -307,7 +310,9 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         flow = [item for item in items if (job := rest.get(item[0])) is not None and job.in_workflow]
         if flow:
             with self.db.cursor(write=True) as cur:
-                rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": now, **bind_items(flow)}).fetchall()
+                rows = cur.execute(
+                    COMPLETE_MANY, {"worker": worker, "now": now, **bind_items(flow)}
+                ).fetchall()
                 settled = [decode_job(row) for row in rows]
                 self._settle(cur, now, settled)
                 done.update((job.id, job) for job in settled)
@@ -349,7 +354,9 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
     def _expire_flows(self, now: datetime, backoff: Backoff) -> list[JobRecord]:
         """Settle the expired leases of jobs in a workflow, in one transaction with what their ends imply."""
         with self.db.cursor(write=True) as cur:
-            cancelled = [decode_job(row) for row in cur.execute(EXPIRE_CANCELLED_FLOW, {"now": now}).fetchall()]
+            cancelled = [
+                decode_job(row) for row in cur.execute(EXPIRE_CANCELLED_FLOW, {"now": now}).fetchall()
+            ]
             params = {"now": now, "base": backoff.base, "cap": backoff.cap}
             jobs = [decode_job(row) for row in cur.execute(EXPIRE_FLOW, params).fetchall()]
             ended = [job for job in [*cancelled, *jobs] if job.status in FINISHED]

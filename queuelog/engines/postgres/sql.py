@@ -171,9 +171,7 @@ _EXPIRE_LOG = (
 EXPIRE = f"WITH x AS ({_EXPIRE.format(which=_PLAIN)}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
 EXPIRE_FLOW = f"WITH x AS ({_EXPIRE.format(which=f'NOT ({_PLAIN})')}), xe AS ({_EXPIRE_LOG}) SELECT {JOB_COLUMNS} FROM x"
 # Whether a job in a workflow has an expired lease: the claim settles those (EXPIRE_FLOW) by itself.
-FLOW_LEASE_DUE = (
-    f"SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s AND NOT ({_PLAIN}))"
-)
+FLOW_LEASE_DUE = f"SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s AND NOT ({_PLAIN}))"
 # Settle expired leases, pick and lease jobs, and log both, in one statement; rows come back tagged
 # 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
@@ -571,7 +569,9 @@ _DEPS = (
 )
 _OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
 _FAILED = _DEPS.format("IN ('failed', 'cancelled')")
-_READY = f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+_READY = (
+    f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+)
 # Every waiting dependent of %(ids)s (and each of %(own)s), in one statement: pending when its
 # dependencies are all finished (and, unless it runs whatever their outcome, none failed), else waiting on
 # the rest. LOCK_WAITING runs first, in its own statement: this one's snapshot then sees every dependency
@@ -629,19 +629,19 @@ FLOWS = Flows(
     get_batch=f"SELECT {BATCH_COLUMNS} FROM batches WHERE id = %(id)s",
     set_batch_counts="UPDATE batches SET total = %(total)s, finished = %(finished)s, failed = %(failed)s"
     " WHERE id = %(id)s",
-    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id = {_ANY.format('ids')} ORDER BY id",
+    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id = {_ANY.format('ids')} AND callback_of IS NULL ORDER BY id",
     list_batches=list_batches,
     cancel_members="UPDATE jobs SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s,"
-    " waiting_on = NULL WHERE batch_id = %(id)s AND status IN ('pending', 'waiting')"
+    " waiting_on = NULL WHERE batch_id = %(id)s AND callback_of IS NULL AND status IN ('pending', 'waiting')"
     f" RETURNING {JOB_COLUMNS}",
     request_cancel_members="UPDATE jobs SET cancel_requested_at = %(now)s, cancel_requested_by = %(actor)s,"
-    " updated_at = %(now)s WHERE batch_id = %(id)s AND status = 'running' AND cancel_requested_at IS NULL"
+    " updated_at = %(now)s WHERE batch_id = %(id)s AND callback_of IS NULL AND status = 'running' AND cancel_requested_at IS NULL"
     " RETURNING id, retry_count",
     retry_members=f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = %(now)s,"
-    " finished_at = NULL, updated_at = %(now)s WHERE batch_id = %(id)s AND status IN ('failed', 'cancelled')"
+    " finished_at = NULL, updated_at = %(now)s WHERE batch_id = %(id)s AND callback_of IS NULL AND status IN ('failed', 'cancelled')"
     f" RETURNING {JOB_COLUMNS}",
     # The member's row stays locked to the end of the transaction: it cannot finish meanwhile.
-    holds_member="SELECT id FROM jobs WHERE batch_id = %(id)s AND status = 'running' AND worker_id = %(worker)s"
+    holds_member="SELECT id FROM jobs WHERE batch_id = %(id)s AND callback_of IS NULL AND status = 'running' AND worker_id = %(worker)s"
     " AND lease_token = %(token)s FOR UPDATE",
     grow_batch="UPDATE batches SET total = total + %(n)s, updated_at = %(now)s WHERE id = %(id)s"
     " AND status = 'running' RETURNING owner",

@@ -19,7 +19,6 @@ from queuelog.db import Database
 from queuelog.engines.engine import Engine
 from queuelog.engines.records import Backoff, Claimed, JobRecord, KeyConflict, NewJob, Unchanged, claim_order
 from queuelog.engines.shared import SharedEngine, first_row
-from queuelog.engines.workflows import FINISHED, WorkflowEngine
 from queuelog.engines.sqlite.sql import (
     BULK,
     BULK_DELETE_HISTORY,
@@ -34,10 +33,10 @@ from queuelog.engines.sqlite.sql import (
     COMPLETE_MANY,
     DIALECT,
     EVENT,
-    FLOWS,
     EXPIRE,
     EXPIRE_CANCELLED,
     FAIL,
+    FLOWS,
     GET,
     HEARTBEAT,
     INSERT,
@@ -58,6 +57,7 @@ from queuelog.engines.sqlite.sql import (
     bind_time,
     decode_job,
 )
+from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
 
 def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
@@ -273,7 +273,9 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
                 _log(cur, [(job_id, ts, "retried", actor, 0, None)])
                 if job.in_workflow or job.depends_on is not None:
                     self._settle(cur, now, [], reopened=[job])
-                    job = self._locate(cur, job_id) or job  # released at once when nothing is left to wait for
+                    job = (
+                        self._locate(cur, job_id) or job
+                    )  # released at once when nothing is left to wait for
         return job
 
     def prune(self, *, finished_before: datetime, batch: int, throughput_before: datetime) -> int:
@@ -384,7 +386,10 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             if event:
                 jobs = [decode_job(row) for row in rows]
                 # A retry starts again from attempt 0; a cancellation belongs to the attempts made.
-                _log(cur, [(j.id, ts, event, actor, 0 if action == "retry" else j.retry_count, None) for j in jobs])
+                _log(
+                    cur,
+                    [(j.id, ts, event, actor, 0 if action == "retry" else j.retry_count, None) for j in jobs],
+                )
                 if action == "retry":
                     again = [j for j in jobs if j.in_workflow or j.depends_on is not None]
                     if again:

@@ -462,7 +462,9 @@ _DEPS = (
 )
 _OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
 _FAILED = _DEPS.format("IN ('failed', 'cancelled')")
-_READY = f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+_READY = (
+    f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
+)
 # Every waiting dependent of :ids (and each of :own), in one statement: pending when its dependencies are
 # all finished (and, unless it runs whatever their outcome, none failed), else waiting on the rest.
 REFRESH = (
@@ -514,18 +516,18 @@ FLOWS = Flows(
     batch_by_key="SELECT id, fingerprint FROM batches WHERE owner = :owner AND idempotency_key = :key",
     get_batch=f"SELECT {BATCH_COLUMNS} FROM batches WHERE id = :id",
     set_batch_counts="UPDATE batches SET total = :total, finished = :finished, failed = :failed WHERE id = :id",
-    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id IN {_IN.format('ids')} ORDER BY id",
+    members=f"SELECT batch_id, id, status FROM jobs WHERE batch_id IN {_IN.format('ids')} AND callback_of IS NULL ORDER BY id",
     list_batches=list_batches,
     cancel_members="UPDATE jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,"
-    " waiting_on = NULL WHERE batch_id = :id AND status IN ('pending', 'waiting')"
+    " waiting_on = NULL WHERE batch_id = :id AND callback_of IS NULL AND status IN ('pending', 'waiting')"
     f" RETURNING {JOB_COLUMNS}",
     request_cancel_members="UPDATE jobs SET cancel_requested_at = :now, cancel_requested_by = :actor,"
-    " updated_at = :now WHERE batch_id = :id AND status = 'running' AND cancel_requested_at IS NULL"
+    " updated_at = :now WHERE batch_id = :id AND callback_of IS NULL AND status = 'running' AND cancel_requested_at IS NULL"
     " RETURNING id, retry_count",
     retry_members=f"UPDATE jobs SET status = {_AGAIN}, retry_count = 0, available_at = :now,"
-    " finished_at = NULL, updated_at = :now WHERE batch_id = :id AND status IN ('failed', 'cancelled')"
+    " finished_at = NULL, updated_at = :now WHERE batch_id = :id AND callback_of IS NULL AND status IN ('failed', 'cancelled')"
     f" RETURNING {JOB_COLUMNS}",
-    holds_member="SELECT id FROM jobs WHERE batch_id = :id AND status = 'running' AND worker_id = :worker"
+    holds_member="SELECT id FROM jobs WHERE batch_id = :id AND callback_of IS NULL AND status = 'running' AND worker_id = :worker"
     " AND lease_token = :token",
     grow_batch="UPDATE batches SET total = total + :n, updated_at = :now WHERE id = :id AND status = 'running'"
     " RETURNING owner",
