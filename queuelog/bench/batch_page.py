@@ -58,10 +58,10 @@ def measure(url: str, jobs: int, done: int, samples: int) -> list[tuple[str, flo
     assert answer.status_code == 302
     rows = []
     for label, path in (
-        (f"batch page ({jobs:,} chained jobs)", f"/batches/{batch['id']}"),
+        (f"batch page ({jobs:,} chained jobs)", f"/queue/batches/{batch['id']}"),
         ("jobs list page (50 rows)", "/queue"),
         ("jobs list searched by the batch (50 rows)", f"/queue?batch={batch['id']}"),
-        ("batches list page", "/batches"),
+        ("batches list page", "/queue/batches"),
     ):
         size = len(client.get(path).data)
 

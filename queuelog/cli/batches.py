@@ -13,7 +13,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from queuelog.models import BATCH_STATUSES, STATUSES
-from queuelog.queue import JobRecord, JobSearch, Queue, QueueError
+from queuelog.queue import JobNotFound, JobRecord, JobSearch, Queue, QueueError
 from queuelog.queue.console import Console
 
 if TYPE_CHECKING:
@@ -51,10 +51,10 @@ def _row(batch: BatchRecord) -> str:
 
 
 def _batch(batch_id: int) -> BatchRecord:
-    batch = _queue().get_batch(batch_id)
-    if batch is None:
-        raise click.ClickException(f"no batch {batch_id}")
-    return batch
+    try:
+        return _queue().get_batch(batch_id)
+    except JobNotFound:
+        raise click.ClickException(f"no batch {batch_id}") from None
 
 
 @batches_cli.command("list")
@@ -127,9 +127,9 @@ def batches_cancel(batch_id: int) -> None:
     _batch(batch_id)
     try:
         batch = _queue().cancel_batch(batch_id, "cli", owner=None)
+    except JobNotFound:
+        raise click.ClickException(f"no batch {batch_id}") from None
     except QueueError as exc:
         raise click.ClickException(str(exc)) from None
-    if batch is None:
-        raise click.ClickException(f"no batch {batch_id}")
     click.echo(f"cancelled batch {batch_id}")
     click.echo(_row(batch))

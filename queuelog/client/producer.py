@@ -215,6 +215,7 @@ class Client:
         status: str | None = None,
         type: str | None = None,
         priority: str | None = None,
+        batch_id: int | None = None,
         worker: str | None = None,
         created_from: datetime | str | None = None,
         created_to: datetime | str | None = None,
@@ -223,7 +224,6 @@ class Client:
         error: str | None = None,
         payload_path: str | None = None,
         payload_value: str | None = None,
-        batch_id: int | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> JobPage:
@@ -236,6 +236,7 @@ class Client:
             "status": status,
             "type": type,
             "priority": priority,
+            "batch_id": batch_id,
             "worker": worker,
             "created_from": created_from,
             "created_to": created_to,
@@ -244,7 +245,6 @@ class Client:
             "error": error,
             "payload_path": payload_path,
             "payload_value": payload_value,
-            "batch_id": batch_id,
             "limit": limit,
             "cursor": cursor,
         }

@@ -16,7 +16,7 @@ from flask_login import login_required
 
 from queuelog.inputs import ascii_int
 from queuelog.models import BATCH_STATUSES, STATUSES
-from queuelog.queue import JobRecord, JobSearch, QueueError
+from queuelog.queue import JobNotFound, JobRecord, JobSearch, QueueError
 from queuelog.web import console, principal, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.graph import Node, draw
@@ -87,11 +87,10 @@ class BatchView:
 
 def visible_batch(batch_id: int) -> BatchRecord:
     """The batch if the person may see it (its owner, or an admin), else 404."""
-    batch = queue().get_batch(batch_id)
-    who = principal()
-    if batch is None or (who.owner_scope is not None and batch.owner != who.owner_scope):
+    try:
+        return queue().get_batch(batch_id, owner=principal().owner_scope)
+    except JobNotFound:
         abort(404)
-    return batch
 
 
 def _names() -> dict[str, Any]:
@@ -103,7 +102,7 @@ def _names() -> dict[str, Any]:
     }
 
 
-@bp.get("/batches")
+@bp.get("/queue/batches")
 @login_required
 def batch_list():
     """Batches newest first, by status and (for admins) owner."""
@@ -138,7 +137,7 @@ def batch_list():
     ), (422 if errors else 200)
 
 
-@bp.get("/batches/<int:batch_id>")
+@bp.get("/queue/batches/<jobid:batch_id>")
 @login_required
 def batch_page(batch_id: int):
     """The batch: progress, counts, its jobs and the drawing of their dependencies."""
@@ -177,7 +176,7 @@ def batch_page(batch_id: int):
 
 def batch_members(batch: BatchRecord, limit: int) -> list[JobRecord]:
     """The batch's first ``limit`` members in the order they were enqueued: one search of their ids (the
-    primary key's index), as the jobs list searched by batch makes."""
+    primary key's index)."""
     ids = tuple(batch.jobs[:limit])
     if not ids:
         return []
@@ -190,7 +189,7 @@ def _ids(text: str | None) -> tuple[int, ...]:
     return tuple(json.loads(text)) if text else ()
 
 
-@bp.post("/batches/<int:batch_id>/cancel")
+@bp.post("/queue/batches/<jobid:batch_id>/cancel")
 @login_required
 def cancel(batch_id: int):
     """Cancel the batch's pending and waiting jobs; ask the workers of its running ones to stop them."""
@@ -198,18 +197,19 @@ def cancel(batch_id: int):
     if ConfirmForm().validate_on_submit():
         who = principal()
         try:
-            if queue().cancel_batch(batch_id, who.name, owner=who.owner_scope) is None:
-                abort(404)
+            queue().cancel_batch(batch_id, who.name, owner=who.owner_scope)
             flash(
                 _("Batch %(id)s cancelled: its running jobs stop at their next check.", id=batch_id),
                 "success",
             )
+        except JobNotFound:
+            abort(404)
         except QueueError as exc:
             flash(refusal_text(exc), "error")
     return redirect(url_for("web_batches.batch_page", batch_id=batch_id))
 
 
-@bp.post("/batches/<int:batch_id>/retry")
+@bp.post("/queue/batches/<jobid:batch_id>/retry")
 @login_required
 def retry(batch_id: int):
     """Admins: the batch's failed and cancelled jobs go back to the queue."""
@@ -218,11 +218,12 @@ def retry(batch_id: int):
     visible_batch(batch_id)
     if ConfirmForm().validate_on_submit():
         try:
-            if queue().retry_batch(batch_id, principal().name) is None:
-                abort(404)
+            queue().retry_batch(batch_id, principal().name)
             flash(
                 _("The failed and cancelled jobs of batch %(id)s are queued again.", id=batch_id), "success"
             )
+        except JobNotFound:
+            abort(404)
         except QueueError as exc:
             flash(refusal_text(exc), "error")
     return redirect(url_for("web_batches.batch_page", batch_id=batch_id))

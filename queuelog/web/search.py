@@ -89,18 +89,10 @@ def parse_search(args: MultiDict, *, admin: bool, username: str) -> ParsedSearch
         errors.setdefault(missing, _("Give both a payload field and its value."))
     if not admin:
         found["owner"] = username
-    if "batch" in found:  # exactly the batch's jobs (docs/batches.md): none for another user's batch
-        batch = queue().get_batch(found.pop("batch"))
-        visible = batch is not None and (admin or batch.owner == username)
-        found["ids"] = tuple(batch.jobs) if batch is not None and visible else ()
     group = None
     if "group" in found:  # exactly the group's jobs: those the errors page lists under it
         group = QueueStats(queue()).error_group(found.pop("group"))
-        ids = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
-        if "ids" in found:  # and a batch: the group's jobs in the batch
-            members = set(found["ids"])
-            ids = tuple(i for i in ids if i in members)
-        found["ids"] = ids
+        found["ids"] = tuple(sorted(group.jobs)) if group else ()  # an unknown group: no job
     return ParsedSearch(JobSearch(**found), errors, query, group)
 
 
@@ -137,7 +129,7 @@ def _field(name: str, text: str) -> dict:
         number = ascii_int(text.lstrip("#"))
         if number is None:
             raise ValueError(_("Enter a batch number (digits 0 to 9 only)."))
-        return {"batch": number}
+        return {"batch_id": number}  # a batch's members (docs/batches.md), through an index
     if name in ("owner", "type"):
         return {name: _name(text)}
     if name == "group":

@@ -66,15 +66,15 @@ def test_the_batch_page_and_the_batches_list_fit_a_phone_and_a_desktop(
         page = new_page(viewport=(width, height), locale=browser_locale)
         login(page, server.url)
         where = f"the batch at {width}px in {LOCALES[browser_locale]}"
-        assert page.goto(f"{server.url}/batches/{batch}").status == 200
+        assert page.goto(f"{server.url}/queue/batches/{batch}").status == 200
         graph = page.evaluate(GRAPH)
         assert graph["nodes"] == 9 and graph["arrows"] == 14 and graph["inside"], (where, graph)
         assert graph["scale"] >= 0.99 and graph["fontSize"] >= 10, (where, graph)  # at its own size: readable
         bar = page.evaluate(PROGRESS)
         assert (bar["value"], bar["max"]) == (2, 9) and bar["width"] >= 100 and bar["inside"], (where, bar)
         assert page.evaluate(LAYOUT_PROBLEMS) == [], where
-        assert page.goto(f"{server.url}/batches").status == 200
-        assert page.locator(f"a[href='/batches/{batch}']").count() == 1
+        assert page.goto(f"{server.url}/queue/batches").status == 200
+        assert page.locator(f"a[href='/queue/batches/{batch}']").count() == 1
         assert page.evaluate(LAYOUT_PROBLEMS) == [], (
             f"the batches list at {width}px in {LOCALES[browser_locale]}"
         )
@@ -89,11 +89,11 @@ def test_the_graph_needs_no_javascript_and_its_jobs_are_links(batch, live_server
     try:
         page = context.new_page()
         login(page, server.url)
-        assert page.goto(f"{server.url}/batches/{batch}").status == 200
+        assert page.goto(f"{server.url}/queue/batches/{batch}").status == 200
         assert page.locator("svg.graph a.node").count() == 9
         page.locator("svg.graph a.node").first.click()
         page.wait_for_load_state()
         assert "/queue/" in page.url
-        assert page.locator("dd.job-batch a").get_attribute("href") == f"/batches/{batch}"
+        assert page.locator("dd.job-batch a").get_attribute("href") == f"/queue/batches/{batch}"
     finally:
         context.close()

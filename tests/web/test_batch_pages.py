@@ -43,7 +43,7 @@ def test_a_batch_page_shows_progress_counts_jobs_and_the_graph(producer, produce
     batch = make_batch(producer, 3)
     first, second, third = batch["jobs"]
     finish(worker)
-    response = producer_browser.get(f"/batches/{batch['id']}")
+    response = producer_browser.get(f"/queue/batches/{batch['id']}")
     assert response.status_code == 200
     html = response.get_data(as_text=True)
     assert f"Batch #{batch['id']}" in html and "album 7" in html
@@ -69,7 +69,7 @@ def test_a_batch_page_shows_progress_counts_jobs_and_the_graph(producer, produce
     rows = re.findall(r'<tr>\s*<td data-label="ID"><a href="/queue/(\d+)">.*?</tr>', html, re.S)
     assert [int(r) for r in rows] == [first, second, third]
     assert (
-        f'<a href="/queue/{second}">#{second}</a></td>\n    </tr>' in html
+        f'<a href="/queue/{second}">#{second}</a></span></td>\n    </tr>' in html
     )  # the third waits for the second
     assert not re.search(r"<script(?![^>]*\bsrc=)", html)  # no inline script: the graph needs none
 
@@ -82,55 +82,58 @@ def test_a_batch_is_hidden_from_other_producers_and_shown_to_admins(producer, ke
 
     bob_browser = Browser(app.test_client())
     assert bob_browser.login("bob", "password-bob").status_code == 302
-    assert bob_browser.get(f"/batches/{batch['id']}").status_code == 404
-    assert bob_browser.get(f"/batches/{mine['id']}").status_code == 200
-    listing = bob_browser.get("/batches").get_data(as_text=True)
-    assert f'href="/batches/{mine["id"]}"' in listing and f'href="/batches/{batch["id"]}"' not in listing
+    assert bob_browser.get(f"/queue/batches/{batch['id']}").status_code == 404
+    assert bob_browser.get(f"/queue/batches/{mine['id']}").status_code == 200
+    listing = bob_browser.get("/queue/batches").get_data(as_text=True)
+    assert (
+        f'href="/queue/batches/{mine["id"]}"' in listing
+        and f'href="/queue/batches/{batch["id"]}"' not in listing
+    )
     # The jobs list searched by another user's batch finds nothing.
     found = bob_browser.get(f"/queue?batch={batch['id']}").get_data(as_text=True)
     assert "No jobs match." in found
-    assert admin_browser.get(f"/batches/{batch['id']}").status_code == 200
-    assert admin_browser.get("/batches/999999").status_code == 404
+    assert admin_browser.get(f"/queue/batches/{batch['id']}").status_code == 200
+    assert admin_browser.get("/queue/batches/999999").status_code == 404
 
 
 def test_the_batches_list_is_newest_first_and_filters_by_status(producer, producer_browser, worker):
     older = make_batch(producer, 1)
     newer = make_batch(producer, 2)
     finish(worker)  # the older batch's only job: it succeeds
-    html = producer_browser.get("/batches").get_data(as_text=True)
-    ids = [int(i) for i in re.findall(r'href="/batches/(\d+)"', html)]
+    html = producer_browser.get("/queue/batches").get_data(as_text=True)
+    ids = [int(i) for i in re.findall(r'href="/queue/batches/(\d+)"', html)]
     assert ids == [newer["id"], older["id"]]
     assert re.search(r'badge-succeeded">succeeded</span>', html)
     assert re.search(r'<progress max="2" value="0"', html) and "0 of 2" in html
-    running = producer_browser.get("/batches?status=running").get_data(as_text=True)
-    assert re.findall(r'href="/batches/(\d+)"', running) == [str(newer["id"])]
-    bad = producer_browser.get("/batches?status=exploded")
+    running = producer_browser.get("/queue/batches?status=running").get_data(as_text=True)
+    assert re.findall(r'href="/queue/batches/(\d+)"', running) == [str(newer["id"])]
+    bad = producer_browser.get("/queue/batches?status=exploded")
     assert bad.status_code == 422
     assert re.search(r'id="f-status-error">Choose a status from the list.', bad.get_data(as_text=True))
 
 
 def test_the_batches_list_pages_by_fifty(producer, producer_browser):
     made = [make_batch(producer, 1)["id"] for _ in range(51)]
-    first = producer_browser.get("/batches").get_data(as_text=True)
-    assert len(re.findall(r'href="/batches/(\d+)"', first)) == 50
-    older = re.search(r'href="(/batches\?before=\d+)"', first).group(1)
+    first = producer_browser.get("/queue/batches").get_data(as_text=True)
+    assert len(re.findall(r'href="/queue/batches/(\d+)"', first)) == 50
+    older = re.search(r'href="(/queue/batches\?before=\d+)"', first).group(1)
     second = producer_browser.get(older).get_data(as_text=True)
-    assert re.findall(r'href="/batches/(\d+)"', second) == [str(made[0])]
+    assert re.findall(r'href="/queue/batches/(\d+)"', second) == [str(made[0])]
 
 
 def test_a_job_page_links_its_dependencies_dependents_and_batch(producer, producer_browser):
     batch = make_batch(producer, 3)
     first, second, third = batch["jobs"]
     middle = producer_browser.get(f"/queue/{second}").get_data(as_text=True)
-    assert f'<a href="/batches/{batch["id"]}">Batch #{batch["id"]}</a>' in middle
+    assert f'<a href="/queue/batches/{batch["id"]}">Batch #{batch["id"]}</a>' in middle
     assert re.search(
-        rf'class="job-links depends-on"><a href="/queue/{first}">#{first}</a> <span class="muted">\(unfinished\)',
+        rf'class="job-links depends-on"><span><a href="/queue/{first}">#{first}</a> <span class="muted">\(unfinished\)',
         middle,
     )
     assert re.search(rf'class="job-links dependents"><a href="/queue/{third}">#{third}</a></dd>', middle)
     plain = producer.post("/jobs", json={"type": "email"}).json
     alone = producer_browser.get(f"/queue/{plain['id']}").get_data(as_text=True)
-    assert "job-links" not in alone and "/batches/" not in alone
+    assert "job-links" not in alone and "/queue/batches/" not in alone
 
 
 def test_the_jobs_list_searches_by_batch_and_says_so(producer, producer_browser):
@@ -139,7 +142,7 @@ def test_the_jobs_list_searches_by_batch_and_says_so(producer, producer_browser)
     html = producer_browser.get(f"/queue?batch={batch['id']}").get_data(as_text=True)
     listed = {int(i) for i in re.findall(r'<a href="/queue/(\d+)">#', html)}
     assert listed == set(batch["jobs"]) and other["id"] not in listed
-    assert f'<a href="/batches/{batch["id"]}">its page</a>' in html
+    assert f'<a href="/queue/batches/{batch["id"]}">its page</a>' in html
     waiting = producer_browser.get(f"/queue?batch={batch['id']}&status=waiting").get_data(as_text=True)
     assert {int(i) for i in re.findall(r'<a href="/queue/(\d+)">#', waiting)} == {batch["jobs"][1]}
     bad = producer_browser.get("/queue?batch=twelve")
@@ -165,7 +168,7 @@ def test_an_admin_acts_on_a_batchs_jobs_in_bulk_from_the_search(producer, admin_
 
 def test_the_cancel_form_cancels_the_batchs_jobs(producer, producer_browser, queue):
     batch = make_batch(producer, 3)
-    page = f"/batches/{batch['id']}"
+    page = f"/queue/batches/{batch['id']}"
     answer = producer_browser.submit(page, f"{page}/cancel")
     assert answer.status_code == 302 and answer.headers["Location"].endswith(page)
     assert {queue.get(i).status for i in batch["jobs"]} == {"cancelled"}
@@ -177,7 +180,7 @@ def test_the_cancel_form_cancels_the_batchs_jobs(producer, producer_browser, que
 def test_an_admin_retries_a_batchs_failed_and_cancelled_jobs(producer, admin_browser, worker, queue):
     batch = make_batch(producer, 2)
     failed = finish(worker, error="boom")
-    page = f"/batches/{batch['id']}"
+    page = f"/queue/batches/{batch['id']}"
     html = admin_browser.get(page).get_data(as_text=True)
     assert f'action="{page}/retry"' in html
     assert admin_browser.submit(page, f"{page}/retry").status_code == 302
@@ -188,11 +191,11 @@ def test_an_admin_retries_a_batchs_failed_and_cancelled_jobs(producer, admin_bro
 
 def test_producers_may_not_retry_a_batch(producer, producer_browser):
     batch = make_batch(producer, 1)
-    page = f"/batches/{batch['id']}"
+    page = f"/queue/batches/{batch['id']}"
     assert producer_browser.submit(page, f"{page}/retry").status_code == 403
 
 
-@pytest.mark.parametrize("path", ["/batches/0", "/batches/99999999999999999999"])
+@pytest.mark.parametrize("path", ["/queue/batches/0", "/queue/batches/99999999999999999999"])
 def test_unknown_batches_are_404_not_500(admin_browser, path):
     assert admin_browser.get(path).status_code == 404
 
@@ -210,6 +213,6 @@ def test_the_pages_speak_each_language(producer, producer_browser):
     batch = make_batch(producer, 2)
     for language, words in (("de", "Stapel"), ("pt-BR", "Lote"), ("zh-Hans", "批次")):
         html = producer_browser.get(
-            f"/batches/{batch['id']}", headers={"Accept-Language": language}
+            f"/queue/batches/{batch['id']}", headers={"Accept-Language": language}
         ).get_data(as_text=True)
         assert words in html, language
