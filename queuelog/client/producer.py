@@ -28,7 +28,15 @@ from queuelog.client.errors import (
     WaitTimeout,
     from_answer,
 )
-from queuelog.client.shapes import Batch, BatchPage, JobPage, job_body, member_body, rfc3339
+from queuelog.client.shapes import (
+    Batch,
+    BatchPage,
+    JobPage,
+    callback_body,
+    job_body,
+    member_body,
+    rfc3339,
+)
 from queuelog.wire.job import Event, Job
 from queuelog.wire.transport import Answer, NoAnswer, Transport
 
@@ -334,9 +342,9 @@ class Client:
         if description is not None:
             body["description"] = description
         if on_success is not None:
-            body["on_success"] = job_body(**on_success)
+            body["on_success"] = callback_body(**on_success)
         if on_finish is not None:
-            body["on_finish"] = job_body(**on_finish)
+            body["on_finish"] = callback_body(**on_finish)
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         return Batch.from_json(self._send("POST", "/batches", body, headers, self.retries, True))
 

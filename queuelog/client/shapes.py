@@ -72,6 +72,18 @@ def job_body(
     return body
 
 
+def callback_body(
+    type: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    priority: str | None = None,
+    max_retries: int | None = None,
+) -> dict[str, Any]:
+    """The JSON body of a batch's callback job (``on_success``, ``on_finish``): pending as the batch
+    finishes, so it takes no start time, dependencies or key of its own."""
+    return job_body(type, payload, priority=priority, max_retries=max_retries)
+
+
 def member_body(item: Mapping[str, Any]) -> dict[str, Any]:
     """One job of ``POST /batches``: the arguments of ``enqueue`` plus an optional ``ref``, the name that
     later members give in their ``depends_on``."""
@@ -89,18 +101,19 @@ BATCH_FINISHED = frozenset({"succeeded", "finished_with_failures"})
 @dataclass(frozen=True)
 class Batch:
     """A batch as the server showed it (``GET /batches/{id}``; docs/batches.md). ``jobs`` holds its
-    members' ids in the order they were given; ``counts`` its members by status."""
+    members' ids in the order they were enqueued; ``counts`` its members by job status."""
 
     id: int
-    status: str  # running, succeeded, finished_with_failures
+    description: str | None = None
+    owner: str | None = None
+    status: str | None = None  # running, succeeded, finished_with_failures
     total: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     jobs: list[int] = field(default_factory=list)
-    description: str | None = None
-    owner: str | None = None
-    on_success_job: int | None = None
+    on_success_job: int | None = None  # the callbacks' jobs, once made
     on_finish_job: int | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
     finished_at: datetime | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -108,7 +121,7 @@ class Batch:
     def from_json(cls, data: dict[str, Any]) -> Batch:
         """The batch of an API answer; unknown fields stay in ``raw``."""
         values = {name: data[name] for name in _BATCH_FIELDS if name in data}
-        for name in ("created_at", "finished_at"):
+        for name in ("created_at", "updated_at", "finished_at"):
             if name in values:
                 values[name] = parse_time(values[name])
         return cls(**values, raw=data)

@@ -32,7 +32,7 @@ def test_a_batch_with_refs_runs_in_order_and_calls_back_once(served, fake_worker
             {"type": RESERVED_TYPE, "payload": {"step": 2}, "depends_on": ["one"]},
         ],
         on_success={"type": "email", "payload": {"to": "ada@example.com"}},
-        on_finish={"type": "email", "delay_seconds": 3600},
+        on_finish={"type": "email", "payload": {"done": True}},
         description="two steps",
     )
     assert isinstance(batch, Batch)
@@ -53,7 +53,8 @@ def test_a_batch_with_refs_runs_in_order_and_calls_back_once(served, fake_worker
     callbacks = [client.get(done.on_success_job), client.get(done.on_finish_job)]
     assert [c.type for c in callbacks] == ["email", "email"]
     assert all(c.batch_id == batch.id and c.status == "pending" for c in callbacks)
-    assert [j.id for j in client.iter_jobs(batch_id=batch.id)] == [second, first]  # members only
+    found = [j.id for j in client.iter_jobs(batch_id=batch.id)]  # the members and the callbacks
+    assert found == sorted([first, second, done.on_success_job, done.on_finish_job], reverse=True)
     for job in callbacks:
         client.cancel(job.id)
 
@@ -102,8 +103,9 @@ def test_another_producers_batch_is_not_found(served):
         other.get_batch(mine.id)
     with pytest.raises(NotFound):
         other.cancel_batch(mine.id)
-    with pytest.raises(NotFound):
+    with pytest.raises(ValidationFailed) as caught:  # another's job is no job to depend on
         other.enqueue("email", depends_on=[mine.jobs[0]])
+    assert [e.field for e in caught.value.errors] == ["depends_on[0]"]
 
 
 def test_a_refused_batch_names_the_item_and_makes_nothing(served):
