@@ -89,7 +89,7 @@ class QueueClient:
     ) -> list[dict[str, Any]]:
         """Claim up to ``limit`` jobs, waiting up to ``wait_seconds`` on the server when there are none; each
         as a compact WorkerJob (id, type, payload, priority, retry_count, max_retries, lease_expires_at,
-        lease_token)."""
+        snooze_count, batch_id, lease_token)."""
         body: dict[str, Any] = {"limit": limit, "wait_seconds": wait_seconds}
         if types:
             body["types"] = types
