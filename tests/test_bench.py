@@ -151,3 +151,26 @@ def test_price_row_history_keeps_every_transition_in_the_row(tmp_path):
             ["claimed", "bench-worker", 1],
             ["completed", "bench-worker", 1],
         ]
+
+
+def test_workflows_scenario_prints_its_rows():
+    """A chained batch next to plain jobs, and a job with waiting dependents completed, on each engine."""
+    args = ["workflows", "--workflow-jobs", "60", "--rounds", "1"]
+    rows = run_bench(*args) + (run_bench(*args, "--no-sqlite", "--postgres-url", PG_URL) if PG_URL else [])
+    assert {row["engine"] for row in rows} == ({"sqlite", "postgresql"} if PG_URL else {"sqlite"})
+    for row in rows:
+        assert row["scenario"] == "workflows"
+        assert row["workflow_ms"] > 0 and row["plain_ms"] > 0
+        assert row["ratio"] == pytest.approx(row["workflow_ms"] / row["plain_ms"])
+    assert [row["operation"] for row in rows[:2]] == [
+        "enqueue 60 chained (POST /batches) vs plain (/jobs/batch)",
+        "complete a job with 60 waiting dependents vs none",
+    ]
+    table = subprocess.run(
+        [sys.executable, "-m", "queuelog.bench", "workflows", "--workflow-jobs", "20", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert table.returncode == 0 and table.stdout.count("workflows sqlite") == 2

@@ -20,7 +20,9 @@ def _complete_all(base_url: str, key: str, jobs: list[tuple[int, str]], barrier,
     statuses = []
     barrier.wait()
     for job_id, token in jobs:
-        conn.request("POST", f"/jobs/{job_id}/complete", body=json.dumps({"lease_token": token}), headers=headers)
+        conn.request(
+            "POST", f"/jobs/{job_id}/complete", body=json.dumps({"lease_token": token}), headers=headers
+        )
         response = conn.getresponse()
         response.read()
         statuses.append(response.status)
@@ -49,7 +51,9 @@ def test_the_last_two_members_finishing_on_two_servers_fire_callbacks_and_releas
     barrier, results = context.Barrier(2), context.Queue()
     halves = [[(b["jobs"][side], token[b["jobs"][side]]) for b in batches] for side in (0, 1)]
     processes = [
-        context.Process(target=_complete_all, args=(servers[side].url, worker_key, halves[side], barrier, results))
+        context.Process(
+            target=_complete_all, args=(servers[side].url, worker_key, halves[side], barrier, results)
+        )
         for side in (0, 1)
     ]
     for process in processes:

@@ -58,6 +58,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
                     else ")"
                 )
             )
+        elif row["scenario"] == "workflows":
+            lines.append(
+                f"{head} workflow {row['workflow_ms']:>8.1f} ms  plain {row['plain_ms']:>8.1f} ms"
+                f"  ratio {row['ratio']:.2f}x"
+            )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "all"],
+        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "workflows", "all"],
         help="what to measure; all runs every scenario",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
@@ -95,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         "--pages-jobs", type=int, default=1_000_000, help="jobs in the table for pages (default 1,000,000)"
     )
     parser.add_argument("--batch", type=int, default=100, help="jobs per batch claim (default 100)")
+    parser.add_argument(
+        "--workflow-jobs",
+        type=int,
+        default=1000,
+        help="workflows: jobs in the chained batch, and dependents of the job completed (default 1000)",
+    )
     parser.add_argument(
         "--postgres-url", help="also run on this PostgreSQL server, postgresql+psycopg://... (default: none)"
     )
@@ -144,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
                     from queuelog.bench.price import scenario_price
 
                     rows += scenario_price(target, args.jobs, args.batch, args.rounds)
+                if args.scenario in ("workflows", "all"):
+                    from queuelog.bench.workflows import scenario_workflows
+
+                    rows += scenario_workflows(target, args.workflow_jobs, args.rounds)
                 if args.scenario in ("backlog", "all"):
                     rows += scenario_backlog(target, args.backlog)
                 if args.scenario in ("pages", "all"):

@@ -51,7 +51,8 @@ def job_body(
     on_dependency_failure: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one job; parameters left None are left out (the server's defaults apply).
-    ``depends_on`` holds job ids, and inside a batch also the ``ref`` of an earlier member."""
+    ``depends_on``: ids of jobs it waits for, and inside a batch also the ``ref`` of an earlier member
+    (docs/batches.md); ``on_dependency_failure``: "cancel" (the server's default) or "run"."""
     body: dict[str, Any] = {"type": type}
     if payload is not None:
         body["payload"] = payload

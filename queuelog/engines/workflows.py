@@ -60,7 +60,9 @@ class Flows:
     doomed: str  # ids -> (id, cause): waiting jobs that a failed or cancelled job cancels, transitively
     cancel_doomed: str  # ids -> JOB_COLUMNS
     lock_waiting: str | None  # ids, own -> lock the waiting candidates (PostgreSQL)
-    refresh: str  # ids (dependents of), own (these themselves) -> JOB_COLUMNS of waiting candidates
+    refresh: (
+        str  # ids (dependents of), own (these themselves) -> (id, status, retry_count) of those looked at
+    )
     count_batch: str  # id, done, failed, now -> finished, total, status
     finish_batch: str  # id, now -> owner, status, on_success, on_finish, on_success_job, on_finish_job
     set_callbacks: str  # id, success, finish
@@ -222,14 +224,12 @@ class WorkflowEngine:
         changed: Sequence[JobRecord],
         *,
         reopened: Sequence[JobRecord] = (),
-    ) -> list[JobRecord]:
+    ) -> None:
         """What ``changed`` jobs (that just finished) and ``reopened`` jobs (failed or cancelled ones just
-        retried) imply for other jobs and batches, on ``cur``, in the transaction that changed them.
-        Returns the jobs it changed (cancelled or released)."""
+        retried) imply for other jobs and batches, on ``cur``, in the transaction that changed them."""
         f = self.flows
         ts = f.bind_time(now)
         finished = [job for job in changed if job.status in FINISHED]
-        touched: list[JobRecord] = []
         bad = [job.id for job in finished if job.dependents and job.status != "completed"]
         doomed: list[JobRecord] = []
         if bad:
@@ -245,11 +245,11 @@ class WorkflowEngine:
             params = {"ids": f.bind_ids(sources), "own": f.bind_ids(own), "now": ts}
             if f.lock_waiting is not None:
                 cur.execute(f.lock_waiting, params).fetchall()
-            refreshed = [f.decode_job(row) for row in cur.execute(f.refresh, params).fetchall()]
-            released = [job for job in refreshed if job.status == "pending"]
-            self._log(cur, [(j.id, ts, "released", "system", j.retry_count, None) for j in released])
-            touched += released
-        touched += doomed
+            refreshed = cur.execute(f.refresh, params).fetchall()  # (id, status, retry_count)
+            events = [
+                (i, ts, "released", "system", n, None) for i, status, n in refreshed if status == "pending"
+            ]
+            self._log(cur, events)
         # Batches: members that finished (+1) or were reopened (-1).
         deltas: dict[int, list[int]] = {}
         for job in [*finished, *doomed]:
@@ -268,7 +268,6 @@ class WorkflowEngine:
             counted = cur.execute(f.count_batch, params).fetchone()
             if counted is not None and counted[2] == "running" and counted[0] >= counted[1]:
                 self._finish_batch(cur, batch_id, now)
-        return touched
 
     def _finish_batch(self, cur: Any, batch_id: int, now: datetime) -> None:
         """Finish the batch if it is running with every member finished; enqueue its callbacks, each the

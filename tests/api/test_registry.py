@@ -17,7 +17,7 @@ WITH_BODY = [op for op in OPERATIONS if op.body is not None]
 
 def _url(op: Operation) -> str:
     """The operation's path with a value in each variable (a job id, a name)."""
-    return re.sub(r"<(?:path:)?name>", "x", op.rule.replace("<jobid:job_id>", "1"))
+    return re.sub(r"<(?:path:)?name>", "x", re.sub(r"<jobid:\w+>", "1", op.rule))
 
 
 def _send(caller, op: Operation, **kw):

@@ -31,7 +31,11 @@ def test_depends_on_makes_a_waiting_job_released_by_its_last_dependency(producer
     assert c.status_code == 201
     c = c.json
     served("/jobs", "post", 201, c)
-    assert (c["status"], c["depends_on"], c["waiting_on"]) == ("waiting", [a["id"], b["id"]], [a["id"], b["id"]])
+    assert (c["status"], c["depends_on"], c["waiting_on"]) == (
+        "waiting",
+        [a["id"], b["id"]],
+        [a["id"], b["id"]],
+    )
     held = claim(worker, 5)
     assert sorted(j["id"] for j in held) == [a["id"], b["id"]]
     complete(worker, held[0])
@@ -39,7 +43,10 @@ def test_depends_on_makes_a_waiting_job_released_by_its_last_dependency(producer
     complete(worker, held[1])
     now = producer.get(f"/jobs/{c['id']}").json
     assert (now["status"], now["waiting_on"]) == ("pending", [])
-    assert [e["event"] for e in producer.get(f"/jobs/{c['id']}/events").json["events"]] == ["enqueued", "released"]
+    assert [e["event"] for e in producer.get(f"/jobs/{c['id']}/events").json["events"]] == [
+        "enqueued",
+        "released",
+    ]
     assert [j["id"] for j in producer.get("/jobs?status=pending").json["jobs"]] == [c["id"]]
 
 
@@ -81,7 +88,9 @@ def test_duplicate_dependencies_and_another_users_job_are_refused(producer, keys
     assert twice.status_code == 422 and twice.json["errors"][0]["field"] == "depends_on[1]"
     other = producer.post("/jobs", json={"type": "email", "depends_on": [mine, theirs]})
     assert other.status_code == 422 and other.json["errors"][0]["field"] == "depends_on[1]"
-    in_batch = producer.post("/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "depends_on": [theirs]}]})
+    in_batch = producer.post(
+        "/jobs/batch", json={"jobs": [{"type": "email"}, {"type": "email", "depends_on": [theirs]}]}
+    )
     assert in_batch.status_code == 422 and in_batch.json["errors"][0]["field"] == "jobs[1].depends_on[0]"
 
 
@@ -95,25 +104,38 @@ def test_admin_depends_on_anyones_job(keys, admin):
 
 
 def chain(n):
-    return [{"type": "email", "ref": f"s{i}", **({"depends_on": [f"s{i - 1}"]} if i else {})} for i in range(n)]
+    return [
+        {"type": "email", "ref": f"s{i}", **({"depends_on": [f"s{i - 1}"]} if i else {})} for i in range(n)
+    ]
 
 
 def test_post_batches_makes_the_batch_with_refs_and_answers_it(producer, served):
     answer = producer.post(
         "/batches",
-        json={"description": "import", "jobs": chain(3), "on_success": {"type": "email", "payload": {"ok": 1}}},
+        json={
+            "description": "import",
+            "jobs": chain(3),
+            "on_success": {"type": "email", "payload": {"ok": 1}},
+        },
     )
     assert answer.status_code == 201, answer.json
     batch = answer.json
     served("/batches", "post", 201, batch)
     assert answer.headers["Location"].endswith(f"/batches/{batch['id']}")
-    assert (batch["status"], batch["total"], batch["owner"], batch["description"]) == ("running", 3, "alice", "import")
+    assert (batch["status"], batch["total"], batch["owner"], batch["description"]) == (
+        "running",
+        3,
+        "alice",
+        "import",
+    )
     assert batch["counts"]["pending"] == 1 and batch["counts"]["waiting"] == 2
     jobs = [producer.get(f"/jobs/{i}").json for i in batch["jobs"]]
     assert [j["batch_id"] for j in jobs] == [batch["id"]] * 3
     assert jobs[2]["depends_on"] == [jobs[1]["id"]]
     assert producer.get(f"/batches/{batch['id']}").json == batch
-    assert [j["id"] for j in producer.get(f"/jobs?batch_id={batch['id']}").json["jobs"]] == batch["jobs"][::-1]
+    assert [j["id"] for j in producer.get(f"/jobs?batch_id={batch['id']}").json["jobs"]] == batch["jobs"][
+        ::-1
+    ]
 
 
 def test_a_batch_runs_to_success_and_its_callbacks_come_once(producer, worker):
@@ -125,8 +147,12 @@ def test_a_batch_runs_to_success_and_its_callbacks_come_once(producer, worker):
     done = producer.get(f"/batches/{batch['id']}").json
     assert done["status"] == "succeeded" and done["finished_at"] is not None
     success = producer.get(f"/jobs/{done['on_success_job']}").json
-    assert success["status"] == "pending" and success["batch_id"] == batch["id"] and success["owner"] == "alice"
-    assert batch["id"] not in [j["id"] for j in producer.get(f"/jobs?batch_id={batch['id']}&status=pending").json["jobs"]]
+    assert (
+        success["status"] == "pending" and success["batch_id"] == batch["id"] and success["owner"] == "alice"
+    )
+    assert batch["id"] not in [
+        j["id"] for j in producer.get(f"/jobs?batch_id={batch['id']}&status=pending").json["jobs"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -134,7 +160,10 @@ def test_a_batch_runs_to_success_and_its_callbacks_come_once(producer, worker):
     [
         ([{"type": "email"}, {"type": "nope"}], "jobs[1].type"),
         ([{"type": "email", "ref": "a"}, {"type": "email", "ref": "a"}], "jobs[1].ref"),
-        ([{"type": "email", "depends_on": ["later"]}, {"type": "email", "ref": "later"}], "jobs[0].depends_on[0]"),
+        (
+            [{"type": "email", "depends_on": ["later"]}, {"type": "email", "ref": "later"}],
+            "jobs[0].depends_on[0]",
+        ),
         ([{"type": "email", "depends_on": ["ghost"]}], "jobs[0].depends_on[0]"),
         ([{"type": "email", "depends_on": [999999]}], "jobs[0].depends_on[0]"),
         ([{"type": "email", "ref": ""}], "jobs[0].ref"),
@@ -150,12 +179,17 @@ def test_a_bad_batch_is_422_naming_the_item_and_saves_nothing(producer, admin, j
 
 
 def test_batch_limits_and_callback_fields(producer, admin):
-    assert producer.post("/batches", json={"jobs": [{"type": "email"}] * 1001}).json["errors"][0]["field"] == "jobs"
+    assert (
+        producer.post("/batches", json={"jobs": [{"type": "email"}] * 1001}).json["errors"][0]["field"]
+        == "jobs"
+    )
     assert producer.post("/batches", json={"jobs": []}).status_code == 422
     bad = producer.post("/batches", json={"jobs": [{"type": "email"}], "on_success": {"type": "nope"}})
     assert bad.status_code == 422 and bad.json["errors"][0]["field"] == "on_success.type"
     assert admin.get("/batches").json["batches"] == []
-    high = producer.post("/batches", json={"jobs": [{"type": "email"}, {"type": "email", "priority": "high"}]})
+    high = producer.post(
+        "/batches", json={"jobs": [{"type": "email"}, {"type": "email", "priority": "high"}]}
+    )
     assert high.status_code == 403 and "jobs[1]" in high.json["detail"]
     assert producer.post("/batches", json={"jobs": [{"type": "email"}] * 1000}).status_code == 201
 
@@ -165,7 +199,9 @@ def test_batch_idempotency_key_replays_and_conflicts(producer):
     first = producer.post("/batches", json=body, headers={"Idempotency-Key": "nightly"})
     again = producer.post("/batches", json=body, headers={"Idempotency-Key": "nightly"})
     assert (first.status_code, again.status_code) == (201, 200) and again.json == first.json
-    other = producer.post("/batches", json={"jobs": [{"type": "pdf"}]}, headers={"Idempotency-Key": "nightly"})
+    other = producer.post(
+        "/batches", json={"jobs": [{"type": "pdf"}]}, headers={"Idempotency-Key": "nightly"}
+    )
     assert other.status_code == 422 and other.json["type"].endswith("/idempotency-key-reused")
 
 
@@ -209,7 +245,10 @@ def test_only_a_worker_holding_a_running_member_adds_jobs(producer, worker, keys
     batch = producer.post("/batches", json={"jobs": [{"type": "email"}]}).json
     [held] = claim(worker)
     other = keys.worker("worker-2")
-    body = {"lease_token": held["lease_token"], "jobs": [{"type": "email", "ref": "a"}, {"type": "pdf", "depends_on": ["a"]}]}
+    body = {
+        "lease_token": held["lease_token"],
+        "jobs": [{"type": "email", "ref": "a"}, {"type": "pdf", "depends_on": ["a"]}],
+    }
     assert other.post(f"/batches/{batch['id']}/jobs", json=body).json["type"].endswith("/not-lease-holder")
     assert producer.post(f"/batches/{batch['id']}/jobs", json=body).status_code == 403
     stale = worker.post(f"/batches/{batch['id']}/jobs", json={**body, "lease_token": "0" * 32})

@@ -334,7 +334,9 @@ def test_a_dependent_is_released_once_whichever_way_its_dependencies_finish(engi
     [(joined, _)] = engine.insert("alice", [after(new(), *(d.id for d in deps), run=True)], NOW)
     ordered = sorted(claim(engine, limit=3, lease=5), key=lambda j: j.id)
     engine.complete(ordered[0].id, "w", ordered[0].lease_token, now=NOW, result_json=None)
-    engine.fail(ordered[2].id, "w", ordered[2].lease_token, now=NOW, error="x", retryable=False, backoff=NO_WAIT)
+    engine.fail(
+        ordered[2].id, "w", ordered[2].lease_token, now=NOW, error="x", retryable=False, backoff=NO_WAIT
+    )
     assert engine.get(joined.id).status == "waiting"
     engine.expire(now=later(10), backoff=NO_WAIT)  # deps[1]: out of retries, failed
     assert engine.get(joined.id).status == "waiting"

@@ -564,24 +564,25 @@ _CANDIDATES = (
     f"(id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id = {_ANY.format('ids')})"
     f" OR id = {_ANY.format('own')}) AND status = 'waiting'"
 )
-_DEPS = (
-    "FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id AND p.status {}"
+_ENDED = "('completed', 'failed', 'cancelled')"
+# Every waiting dependent of %(ids)s (and each of %(own)s), in one statement: its dependencies counted in
+# one grouped pass over the dependency rows, then pending when they are all finished (and, unless it runs
+# whatever their outcome, none failed), else waiting on the rest. LOCK_WAITING runs first, in its own
+# statement: this one's snapshot then sees every dependency that a transaction it waited for finished.
+_TALLY = (
+    f"SELECT d.job_id AS job, count(*) FILTER (WHERE p.status NOT IN {_ENDED}) AS open,"
+    " count(*) FILTER (WHERE p.status IN ('failed', 'cancelled')) AS bad,"
+    f" json_agg(p.id ORDER BY p.id) FILTER (WHERE p.status NOT IN {_ENDED})::text AS rest"
+    " FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id IN (SELECT job_id"
+    f" FROM job_dependencies WHERE depends_on_id = {_ANY.format('ids')} UNION SELECT"
+    " unnest(%(own)s::bigint[])) GROUP BY d.job_id"
 )
-_OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
-_FAILED = _DEPS.format("IN ('failed', 'cancelled')")
-_READY = (
-    f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
-)
-# Every waiting dependent of %(ids)s (and each of %(own)s), in one statement: pending when its
-# dependencies are all finished (and, unless it runs whatever their outcome, none failed), else waiting on
-# the rest. LOCK_WAITING runs first, in its own statement: this one's snapshot then sees every dependency
-# that a transaction it waited for finished.
+_READY = "a.open = 0 AND (jobs.on_dependency_failure = 'run' OR a.bad = 0)"
 REFRESH = (
     f"UPDATE jobs SET status = CASE WHEN {_READY} THEN 'pending' ELSE 'waiting' END,"
-    f" available_at = CASE WHEN {_READY} THEN greatest(available_at, %(now)s) ELSE available_at END,"
-    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE coalesce((SELECT json_agg(d.depends_on_id"
-    f" ORDER BY d.depends_on_id)::text {_OPEN}), '[]') END,"
-    f" updated_at = %(now)s WHERE {_CANDIDATES} RETURNING {JOB_COLUMNS}"
+    f" available_at = CASE WHEN {_READY} THEN greatest(jobs.available_at, %(now)s) ELSE jobs.available_at END,"
+    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE coalesce(a.rest, '[]') END, updated_at = %(now)s"
+    f" FROM ({_TALLY}) AS a WHERE jobs.id = a.job AND jobs.status = 'waiting' RETURNING jobs.id, jobs.status, jobs.retry_count"
 )
 LOCK_WAITING = f"SELECT id FROM jobs WHERE {_CANDIDATES} ORDER BY id FOR UPDATE"
 _BATCH_OPEN = "finished + %(done)s < total"

@@ -457,22 +457,23 @@ DOOMED = (
     " UNION SELECT d.job_id, d.depends_on_id FROM doomed JOIN job_dependencies d ON d.depends_on_id = doomed.id"
     f" JOIN jobs j ON j.id = d.job_id WHERE {_WAITS}) SELECT id, min(cause) FROM doomed GROUP BY id"
 )
-_DEPS = (
-    "FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id AND p.status {}"
+_ENDED = "('completed', 'failed', 'cancelled')"
+# Every waiting dependent of :ids (and each of :own), in one statement: its dependencies counted in one
+# grouped pass over the dependency rows (by their primary key), then pending when they are all finished
+# (and, unless it runs whatever their outcome, none failed), else waiting on the rest.
+_TALLY = (
+    f"SELECT d.job_id AS job, sum(p.status NOT IN {_ENDED}) AS open, sum(p.status IN ('failed', 'cancelled'))"
+    f" AS bad, json_group_array(p.id) FILTER (WHERE p.status NOT IN {_ENDED}) AS rest"
+    " FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id IN (SELECT job_id"
+    f" FROM job_dependencies WHERE depends_on_id IN {_IN.format('ids')} UNION SELECT value FROM"
+    f" json_each(:own)) GROUP BY d.job_id"
 )
-_OPEN = _DEPS.format("NOT IN ('completed', 'failed', 'cancelled')")
-_FAILED = _DEPS.format("IN ('failed', 'cancelled')")
-_READY = (
-    f"NOT EXISTS (SELECT 1 {_OPEN}) AND (on_dependency_failure = 'run' OR NOT EXISTS (SELECT 1 {_FAILED}))"
-)
-# Every waiting dependent of :ids (and each of :own), in one statement: pending when its dependencies are
-# all finished (and, unless it runs whatever their outcome, none failed), else waiting on the rest.
+_READY = "a.open = 0 AND (jobs.on_dependency_failure = 'run' OR a.bad = 0)"
 REFRESH = (
     f"UPDATE jobs SET status = CASE WHEN {_READY} THEN 'pending' ELSE 'waiting' END,"
-    f" available_at = CASE WHEN {_READY} THEN max(available_at, :now) ELSE available_at END,"
-    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE (SELECT json_group_array(d.depends_on_id) {_OPEN}) END,"
-    " updated_at = :now WHERE (id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id IN"
-    f" {_IN.format('ids')}) OR id IN {_IN.format('own')}) AND status = 'waiting' RETURNING {JOB_COLUMNS}"
+    f" available_at = CASE WHEN {_READY} THEN max(jobs.available_at, :now) ELSE jobs.available_at END,"
+    f" waiting_on = CASE WHEN {_READY} THEN NULL ELSE a.rest END, updated_at = :now"
+    f" FROM ({_TALLY}) AS a WHERE jobs.id = a.job AND jobs.status = 'waiting' RETURNING jobs.id, jobs.status, jobs.retry_count"
 )
 _BATCH_OPEN = "finished + :done < total"
 
