@@ -39,3 +39,5 @@ RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]
 # Workflows (docs/batches.md): the status of a job that waits for others, and a batch's statuses (shown with
 # "_" as a space: finished_with_failures is "finished with failures").
 WORKFLOW_LABELS = [N_("waiting"), N_("succeeded"), N_("finished with failures")]
+# The event of a waiting job whose last dependency completed: it is pending from then on.
+RELEASED_LABELS = [N_("released")]
