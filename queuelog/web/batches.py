@@ -76,7 +76,7 @@ class BatchView:
 
     @property
     def done(self) -> int:
-        """Members finished, however: those the stored counts hold, or the batch's own tally."""
+        """Members finished, however they ended: completed, failed or cancelled."""
         return sum(self.counts.get(status, 0) for status in FINISHED_STATUSES)
 
     @property

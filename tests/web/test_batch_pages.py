@@ -216,3 +216,12 @@ def test_the_pages_speak_each_language(producer, producer_browser):
             f"/queue/batches/{batch['id']}", headers={"Accept-Language": language}
         ).get_data(as_text=True)
         assert words in html, language
+
+
+def test_a_waiting_job_has_a_cancel_button_that_cancels_it(producer, producer_browser, queue):
+    batch = make_batch(producer, 2)
+    waiting = batch["jobs"][1]
+    page = f"/queue/{waiting}"
+    assert f'action="{page}/cancel"' in producer_browser.get(page).get_data(as_text=True)
+    assert producer_browser.submit(page, f"{page}/cancel").status_code == 302
+    assert queue.get(waiting).status == "cancelled" and queue.get(batch["jobs"][0]).status == "pending"
