@@ -144,18 +144,19 @@ def batch_page(batch_id: int):
     record = visible_batch(batch_id)
     batch = BatchView.of(record)
     members = batch_members(record, max(GRAPH_NODES, MEMBERS_SHOWN))
-    nodes = [Node(m.id, m.status, m.type, _ids(m.depends_on)) for m in members[:GRAPH_NODES]]
+    depends = {m.id: _ids(m.depends_on) for m in members}
+    nodes = [Node(m.id, m.status, m.type, depends[m.id]) for m in members[:GRAPH_NODES]]
     names = _names()
     job_path = url_for("web_jobs.job_page", job_id=1)[:-1]  # a job's page is job_path + its id
     graph = draw(
         nodes,
-        lambda job_id: f"{job_path}{job_id}",
+        job_path,
         names["status_names"],
         _("The dependencies of batch #%(id)s", id=batch.id),
     )
     who = principal()
     rows = [
-        {"id": m.id, "type": m.type, "status": m.status, "depends_on": _ids(m.depends_on)}
+        {"id": m.id, "type": m.type, "status": m.status, "depends_on": depends[m.id]}
         for m in members[:MEMBERS_SHOWN]
     ]
     failures = batch.counts.get("failed", 0) + batch.counts.get("cancelled", 0)

@@ -12,7 +12,7 @@ a few milliseconds (docs/batches.md#measured).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -51,14 +51,22 @@ def layers(nodes: Sequence[Node]) -> list[list[Node]]:
 
 def draw(
     nodes: Sequence[Node],
-    href: Callable[[int], str],
+    job_path: str,
     status_names: Mapping[str, str],
     title: str,
 ) -> Markup:
-    """The SVG of the batch's graph; ``href`` gives a job's page, ``status_names`` the translated status
-    words, ``title`` the drawing's accessible name."""
+    """The SVG of the batch's graph; a job's page is ``job_path`` and its id, ``status_names`` gives the
+    translated status words, ``title`` the drawing's accessible name."""
     places: dict[int, tuple[int, int]] = {}  # id -> the centre of its box's top edge (x, y)
     boxes: list[str] = []
+    path = escape(job_path)
+    escaped: dict[str, Markup] = {}  # each status and type escaped once, not once per job
+
+    def once(text: str) -> Markup:
+        if text not in escaped:
+            escaped[text] = escape(text)
+        return escaped[text]
+
     row = 0
     for layer in layers(nodes):
         for start in range(0, len(layer), COLUMNS):
@@ -66,10 +74,10 @@ def draw(
             for column, node in enumerate(layer[start : start + COLUMNS]):
                 x = PAD + column * (NODE_W + GAP_X)
                 places[node.id] = (x + NODE_W // 2, y)
-                word = escape(status_names.get(node.status, node.status))
+                word = once(status_names.get(node.status, node.status))
                 boxes.append(
-                    f'<a href="{escape(href(node.id))}" class="node g-{escape(node.status)}">'
-                    f"<title>#{node.id} {escape(node.type)}: {word}</title>"
+                    f'<a href="{path}{node.id}" class="node g-{once(node.status)}">'
+                    f"<title>#{node.id} {once(node.type)}: {word}</title>"
                     f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="5"/>'
                     f'<text x="{x + NODE_W // 2}" y="{y + 15}" class="id">#{node.id}</text>'
                     f'<text x="{x + NODE_W // 2}" y="{y + 29}">{word}</text></a>'

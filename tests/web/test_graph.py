@@ -13,7 +13,7 @@ NAMES = {"completed": "erledigt", "waiting": "wartend", "pending": "wartet auf S
 
 
 def drawn(nodes):
-    markup = draw(nodes, lambda i: f"/queue/{i}", NAMES, "Graph")
+    markup = draw(nodes, "/queue/", NAMES, "Graph")
     return markup, ET.fromstring(str(markup))
 
 
