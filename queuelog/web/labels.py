@@ -10,6 +10,7 @@ def N_(message: str) -> str:  # noqa: N802 - the conventional name of a no-op ge
 
 LABELS = [
     # statuses
+    N_("waiting"),
     N_("pending"),
     N_("running"),
     N_("completed"),
@@ -36,8 +37,6 @@ LABELS = [
 # cancel_requested is "cancel requested".
 RUNNING_LABELS = [N_("cancel requested"), N_("snoozed")]
 
-# Workflows (docs/batches.md): the status of a job that waits for others, and a batch's statuses (shown with
-# "_" as a space: finished_with_failures is "finished with failures").
-WORKFLOW_LABELS = [N_("waiting"), N_("succeeded"), N_("finished with failures")]
-# The event of a waiting job whose last dependency completed: it is pending from then on.
-RELEASED_LABELS = [N_("released")]
+# Workflows (docs/workflows.md): a job waiting for its dependencies, the event that ends the wait, and the
+# statuses of a batch.
+WORKFLOW_LABELS = [N_("released"), N_("succeeded"), N_("finished with failures")]

@@ -349,3 +349,26 @@ def test_a_dependent_is_released_once_whichever_way_its_dependencies_finish(engi
     engine.complete(again.id, "w", again.lease_token, now=later(11), result_json=None)
     assert engine.get(joined.id).status == "pending"
     assert [e for e in history(engine, joined.id) if e[0] == "released"] == [("released", "system")]
+
+
+def test_pruning_a_finished_job_deletes_its_dependency_rows(engine):
+    [(a, _)] = engine.insert("alice", [new()], NOW)
+    [(b, _)] = engine.insert("alice", [after(new(), a.id)], NOW)
+    finish(engine, a)
+    finish(engine, b)
+    assert engine.dependents(a.id) == [b.id]
+    assert engine.prune(finished_before=later(1), batch=10, throughput_before=NOW) == 2
+    assert engine.dependents(a.id) == []
+
+
+def test_complete_many_completes_members_dependents_and_plain_jobs_alike(engine):
+    batch, _ = make_batch(engine, [new()], finish=callback())
+    [(root, _), (plain, _)] = engine.insert("alice", [new(), new()], NOW)
+    [(waits, _)] = engine.insert("alice", [after(new(), root.id)], NOW)
+    held = claim(engine, limit=3)
+    items = [(j.id, j.lease_token, None) for j in held]
+    assert all(j.status == "completed" for j in engine.complete_many("w", items, now=NOW))
+    assert engine.get(waits.id).status == "pending" and engine.get_batch(batch.id).status == "succeeded"
+    [again] = claim(engine, limit=1)  # the dependent (lower id than the callback): a job with a dependency
+    [done] = engine.complete_many("w", [(again.id, again.lease_token, None)], now=NOW)
+    assert done.status == "completed" and plain.id in [j.id for j in held]

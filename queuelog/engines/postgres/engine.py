@@ -307,7 +307,11 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             rows = cur.execute(_PLAIN_COMPLETE_MANY, params).fetchall()
             done = {job.id: job for job in map(decode_job, rows)}
             rest = {i: self._locate(cur, i) for i, _, _ in items if i not in done}
-        flow = [item for item in items if (job := rest.get(item[0])) is not None and job.in_workflow]
+        flow = [
+            item
+            for item in items
+            if (job := rest.get(item[0])) is not None and (job.in_workflow or job.depends_on is not None)
+        ]
         if flow:
             with self.db.cursor(write=True) as cur:
                 rows = cur.execute(

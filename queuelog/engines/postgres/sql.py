@@ -251,7 +251,8 @@ _FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 PRUNE = (
     f"WITH gone AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED}"
     f" AND finished_at < %(cutoff)s LIMIT %(batch)s) AND {_FINISHED} RETURNING id),"
-    " h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)) SELECT count(*) FROM gone"
+    " h AS (DELETE FROM job_events WHERE job_id IN (SELECT id FROM gone)),"
+    " dd AS (DELETE FROM job_dependencies WHERE job_id IN (SELECT id FROM gone)) SELECT count(*) FROM gone"
 )
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < %(minute)s"
 

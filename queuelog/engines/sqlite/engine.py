@@ -46,6 +46,7 @@ from queuelog.engines.sqlite.sql import (
     PICK,
     PROGRESS,
     PRUNE,
+    PRUNE_DEPENDENCIES,
     PRUNE_HISTORY,
     PRUNE_THROUGHPUT,
     REQUEST_CANCEL,
@@ -284,6 +285,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         while True:
             with self.db.cursor(write=True) as cur:
                 cur.execute(PRUNE_HISTORY, {"cutoff": cutoff, "batch": batch})
+                cur.execute(PRUNE_DEPENDENCIES, {"cutoff": cutoff, "batch": batch})
                 deleted = cur.execute(PRUNE, {"cutoff": cutoff, "batch": batch}).rowcount
             total += deleted
             if deleted < batch:

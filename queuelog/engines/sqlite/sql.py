@@ -193,6 +193,7 @@ _PRUNABLE = (
     " AND finished_at < :cutoff ORDER BY finished_at, id LIMIT :batch"
 )
 PRUNE_HISTORY = f"DELETE FROM job_events WHERE job_id IN ({_PRUNABLE})"
+PRUNE_DEPENDENCIES = f"DELETE FROM job_dependencies WHERE job_id IN ({_PRUNABLE})"  # docs/workflows.md
 PRUNE = f"DELETE FROM jobs WHERE id IN ({_PRUNABLE})"
 PRUNE_THROUGHPUT = "DELETE FROM job_throughput WHERE minute < :minute"
 
