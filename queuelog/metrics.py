@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 
 from queuelog.engines import engine_for
-from queuelog.models import PRIORITY_NAMES
+from queuelog.models import BATCH_STATUSES, PRIORITY_NAMES
 
 if TYPE_CHECKING:
     from queuelog.db import Database
@@ -48,7 +48,8 @@ CLAIM_SECONDS = Histogram(
 
 class DatabaseCollector:
     """Gauges from the database, read when scraped: jobs by status and type, pending jobs by priority,
-    and the age of the oldest pending job. Each is an index lookup or a read of a small table."""
+    the age of the oldest pending job, and batches by status. Each is an index lookup or a read of a
+    small table."""
 
     def __init__(self, db: Database):
         self.engine = engine_for(db)
@@ -75,7 +76,16 @@ class DatabaseCollector:
         yield by_status_type
         yield pending
         yield oldest
+        yield self._batches()
         yield from self._flow_control()
+
+    def _batches(self) -> GaugeMetricFamily:
+        """Batches by status (docs/batches.md#metrics): every status has a sample, 0 when none is in it."""
+        batches = GaugeMetricFamily("queuelog_batches", "Batches by status.", labels=["status"])
+        counts = self.engine.batch_counts()
+        for status in BATCH_STATUSES:
+            batches.add_metric([status], counts.get(status, 0))
+        return batches
 
     def _flow_control(self) -> Iterator[GaugeMetricFamily]:
         """Each type's limits (docs/flow-control.md), beside which ``queuelog_jobs{status="running"}`` shows

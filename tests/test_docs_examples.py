@@ -24,7 +24,10 @@ from tests.test_readme_sections import SH_BLOCK, run_block
 DOCS = ROOT / "docs"
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
 # Run by a test of its own, with its output compared line by line.
-ELSEWHERE = {("client.md", "## Example"): "tests/client/test_example.py"}
+ELSEWHERE = {
+    ("client.md", "## Example"): "tests/client/test_example.py",
+    ("batches.md", "## Example"): "tests/client/test_batch_example.py",
+}
 
 
 def section_of(text: str, position: int) -> str:

@@ -140,6 +140,7 @@ WORKER_JOB_FIELDS = (
     "max_retries",
     "lease_expires_at",
     "snooze_count",  # a handler that snoozes sees how often it did (QUEUELOG_MAX_SNOOZES caps it)
+    "batch_id",  # a handler may add jobs to its batch (docs/worker.md#adding-jobs-to-its-batch)
 )
 WORKER_JOB = Shape(
     "WorkerJob",

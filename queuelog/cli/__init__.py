@@ -1,7 +1,8 @@
 """``flask --app app ...`` commands. Automation relies on their output: keep it stable.
 
-The ``types`` group is made in ``cli/types.py`` (which adds ``types limit``) and the ``schedules`` group in
-``cli/schedules.py``; this package imports them, and neither imports it back."""
+The ``types`` group is made in ``cli/types.py`` (which adds ``types limit``), the ``schedules`` group in
+``cli/schedules.py`` and the ``batches`` group in ``cli/batches.py``; this package imports them, and none
+imports it back."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from queuelog.access.auth import AuthError, Refusal
+from queuelog.cli.batches import batches_cli
 from queuelog.cli.schedules import schedules_cli
 from queuelog.cli.types import types_cli
 from queuelog.config import parse_duration
@@ -240,5 +242,5 @@ def types_resume(name: str) -> None:
 
 
 def register(app: Flask) -> None:
-    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli):
+    for group in (db_cli, users_cli, keys_cli, types_cli, jobs_cli, schedules_cli, batches_cli):
         app.cli.add_command(group)

@@ -7,10 +7,14 @@
         done = queue.wait(job.id, timeout=60)   # raises JobFailed, JobCancelled or WaitTimeout
         print(done.result)
 
+        batch = queue.batch([{"type": "pdf", "ref": "a"}, {"type": "email", "depends_on": ["a"]}])
+        finished = queue.wait_batch(batch.id, timeout=600)   # succeeded or finished_with_failures
+
 The full reference is docs/client.md. Like ``queuelog.worker``, it imports neither Flask nor SQLAlchemy.
 """
 
 from queuelog.client.errors import (
+    BatchWaitTimeout,
     ConnectionFailed,
     FieldError,
     Forbidden,
@@ -34,9 +38,13 @@ from queuelog.client.errors import (
     WaitTimeout,
 )
 from queuelog.client.producer import Client, JobPage
+from queuelog.client.shapes import Batch, BatchPage
 from queuelog.wire.job import Event, Job
 
 __all__ = [
+    "Batch",
+    "BatchPage",
+    "BatchWaitTimeout",
     "Client",
     "ConnectionFailed",
     "Event",

@@ -1,5 +1,5 @@
 """The producer client's errors: one class per problem type the JSON API documents (docs/api.md#authentication-and-errors),
-all under ``QueuelogError``, plus the outcomes of ``Client.wait`` that are not a finished job's result.
+all under ``QueuelogError``, plus the outcomes of ``Client.wait`` that are not a finished job's result and ``wait_batch``'s timeout.
 
 The server answers every error with an RFC 9457 problem document whose ``type`` is ``/problems/<slug>``;
 the slug picks the class. An answer that is not a problem document (a proxy's HTML 502, say) is taken as
@@ -12,6 +12,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any, NamedTuple
 
+from queuelog.client.shapes import Batch
 from queuelog.wire.job import Job
 from queuelog.wire.transport import MAX_BODY_IN_MESSAGE
 
@@ -164,6 +165,15 @@ class JobCancelled(JobError):
 
 class WaitTimeout(JobError):
     """The job had not finished when ``wait``'s timeout ran out."""
+
+
+class BatchWaitTimeout(QueuelogError):
+    """A batch still had unfinished members when ``wait_batch``'s timeout ran out: ``batch`` is the batch
+    as last seen."""
+
+    def __init__(self, batch: Batch, title: str, detail: str):
+        super().__init__(detail, title=title)
+        self.batch = batch
 
 
 _BY_SLUG: dict[str, type[QueuelogError]] = {

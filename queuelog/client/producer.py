@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from queuelog.client.errors import (
+    BatchWaitTimeout,
     ConnectionFailed,
     InvalidState,
     JobCancelled,
@@ -27,7 +28,15 @@ from queuelog.client.errors import (
     WaitTimeout,
     from_answer,
 )
-from queuelog.client.shapes import JobPage, job_body, rfc3339
+from queuelog.client.shapes import (
+    Batch,
+    BatchPage,
+    JobPage,
+    callback_body,
+    job_body,
+    member_body,
+    rfc3339,
+)
 from queuelog.wire.job import Event, Job
 from queuelog.wire.transport import Answer, NoAnswer, Transport
 
@@ -38,6 +47,12 @@ def _job_path(job_id: int, action: str = "") -> str:
     if not isinstance(job_id, int) or isinstance(job_id, bool):
         raise TypeError(f"a job id is an int, not {job_id!r}")
     return f"/jobs/{job_id}{action}"
+
+
+def _batch_path(batch_id: int, action: str = "") -> str:
+    if not isinstance(batch_id, int) or isinstance(batch_id, bool):
+        raise TypeError(f"a batch id is an int, not {batch_id!r}")
+    return f"/batches/{batch_id}{action}"
 
 
 def _retry_after(answer: Answer) -> float | None:
@@ -148,13 +163,16 @@ class Client:
         run_at: datetime | str | None = None,
         delay_seconds: float | None = None,
         idempotency_key: str | None = None,
-        depends_on: list[int] | None = None,
+        depends_on: Iterable[int] | None = None,
         on_dependency_failure: str | None = None,
     ) -> Job:
         """Enqueue one job and return it. Without an ``idempotency_key`` the client makes one up (a UUID),
         so that its own retries cannot make the job twice; give your own to make a repeated call (after
-        a crash of your program, say) find the job the first one made. With ``depends_on`` (job ids) it
-        waits for those jobs to finish (docs/workflows.md)."""
+        a crash of your program, say) find the job the first one made.
+
+        With ``depends_on`` (job ids) the job starts ``waiting`` and runs once they have all completed;
+        when one fails or is cancelled it is cancelled too, unless ``on_dependency_failure="run"``
+        (docs/batches.md)."""
         body = job_body(
             type,
             payload,
@@ -218,7 +236,8 @@ class Client:
         cursor: str | None = None,
     ) -> JobPage:
         """One page of jobs, newest first: a producer's own, or every job for an admin, narrowed by the
-        search filters of ``GET /jobs`` (docs/api.md#searching-and-paging-the-list; ``error`` is for admins). Times are aware
+        search filters of ``GET /jobs`` (docs/api.md#searching-and-paging-the-list; ``error`` is for admins;
+        ``batch_id`` keeps a batch's members). Times are aware
         datetimes or RFC 3339 text. ``cursor`` is the ``next_cursor`` of the page before; a page that
         examined its whole search window says so in ``window_full`` and still has a cursor."""
         filters = {
@@ -297,5 +316,86 @@ class Client:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WaitTimeout(job, "Timed out", f"job {job.id} is still {job.status} after {timeout:g}s")
+            time.sleep(min(interval, left))
+            interval = min(max_interval, interval * 1.5)
+
+    # -- batches (docs/batches.md) ---------------------------------------------------------------------
+
+    def batch(
+        self,
+        jobs: Iterable[Mapping[str, Any]],
+        *,
+        on_success: Mapping[str, Any] | None = None,
+        on_finish: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Batch:
+        """Enqueue up to 1,000 jobs as one batch, all or nothing (``POST /batches``); each item holds the
+        arguments of ``enqueue`` and may add a ``ref``, a name that later items give in their
+        ``depends_on`` beside job ids. ``on_success`` (when every member completed) and ``on_finish``
+        (when every member finished, however) are the arguments of ``enqueue`` for the callback jobs.
+        A ``ValidationFailed`` names the item (``jobs[3].depends_on[0]``) and nothing was made.
+
+        Without an ``idempotency_key`` the client makes one up (sent as the ``Idempotency-Key``
+        header), so that its retries find the batch the first attempt made."""
+        body: dict[str, Any] = {"jobs": [member_body(item) for item in jobs]}
+        if description is not None:
+            body["description"] = description
+        if on_success is not None:
+            body["on_success"] = callback_body(**on_success)
+        if on_finish is not None:
+            body["on_finish"] = callback_body(**on_finish)
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        return Batch.from_json(self._send("POST", "/batches", body, headers, self.retries, True))
+
+    def get_batch(self, batch_id: int) -> Batch:
+        """The batch as this key may see it (its owner's, or an admin's); ``NotFound`` otherwise."""
+        return Batch.from_json(self.request("GET", _batch_path(batch_id)))
+
+    def list_batches(
+        self,
+        *,
+        status: str | None = None,
+        owner: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> BatchPage:
+        """One page of batches, newest first: a producer's own, or every one for an admin (``owner``
+        narrows an admin's). ``cursor`` is the ``next_cursor`` of the page before."""
+        filters = {"status": status, "owner": owner, "limit": limit, "cursor": cursor}
+        query = urlencode({k: v for k, v in filters.items() if v is not None})
+        answer = self.request("GET", "/batches" + (f"?{query}" if query else ""))
+        batches = [Batch.from_json(item) for item in answer["batches"]]
+        return BatchPage(batches, answer["next_cursor"])
+
+    def cancel_batch(self, batch_id: int) -> Batch:
+        """Cancel the batch's pending and waiting members, and ask the workers of its running ones to stop
+        them (``POST /batches/{id}/cancel``); returns the batch."""
+        return Batch.from_json(self.request("POST", _batch_path(batch_id, "/cancel")))
+
+    def retry_batch(self, batch_id: int) -> Batch:
+        """Admins: put the batch's failed and cancelled members back to pending (or waiting); the batch
+        is running again. Returns it."""
+        return Batch.from_json(self.request("POST", _batch_path(batch_id, "/retry")))
+
+    def wait_batch(
+        self, batch_id: int, timeout: float = 60.0, *, interval: float = 0.1, max_interval: float = 5.0
+    ) -> Batch:
+        """Poll the batch until every member has finished, pausing as ``wait`` does; returns it, whether
+        it ``succeeded`` or ``finished_with_failures`` (see ``status`` and ``counts``). Raises
+        ``BatchWaitTimeout`` (with the batch as last seen) once ``timeout`` seconds have passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            batch = self.get_batch(batch_id)
+            if batch.finished:
+                return batch
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BatchWaitTimeout(
+                    batch,
+                    "Timed out",
+                    f"batch {batch.id} is still running after {timeout:g}s: "
+                    f"{batch.done} of {batch.total} jobs finished",
+                )
             time.sleep(min(interval, left))
             interval = min(max_interval, interval * 1.5)

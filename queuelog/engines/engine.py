@@ -279,6 +279,10 @@ class Engine(Protocol):
         """Exact job counts per status, type and priority (``owner``'s jobs only when given)."""
         ...
 
+    def batch_counts(self) -> dict[str, int]:
+        """How many batches there are in each status that has any (the metrics' gauge; docs/batches.md)."""
+        ...
+
     def oldest_pending(self, *, owner: str | None = None) -> datetime | None:
         """When the oldest pending job (the lowest pending id) was created; None when none is pending."""
         ...

@@ -435,3 +435,9 @@ class WorkflowEngine:
         with self.db.cursor() as cur:
             rows = cur.execute(self.flows.dependents_of, {"id": job_id, "limit": limit}).fetchall()
         return [int(row[0]) for row in rows]
+
+    def batch_counts(self) -> dict[str, int]:
+        # Plain SQL of both dialects, without parameters; the batches table is small beside the jobs.
+        with self.db.cursor() as cur:
+            rows = cur.execute("SELECT status, count(*) FROM batches GROUP BY status").fetchall()
+        return {str(status): int(n) for status, n in rows}

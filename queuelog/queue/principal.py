@@ -90,9 +90,9 @@ class Principal:
         return self.owner_scope
 
     def may_cancel(self, job: Mapping[str, Any]) -> bool:
-        """Admins cancel any pending job, users their own; likewise they ask for a running job's
-        cancellation, once (docs/running-jobs.md)."""
-        cancellable = job["status"] == "pending" or (
+        """Admins cancel any pending or waiting job, users their own; likewise they ask for a running
+        job's cancellation, once (docs/running-jobs.md)."""
+        cancellable = job["status"] in ("pending", "waiting") or (
             job["status"] == "running" and not job["cancel_requested"]
         )
         return cancellable and (self.is_admin or self.owns(job))

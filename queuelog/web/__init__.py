@@ -13,9 +13,9 @@ from queuelog.web.context import principal
 
 def register(app) -> None:
     # types adds the job types' pages to admin's blueprint (before it is registered)
-    from queuelog.web import admin, auth, bulk, jobs, monitor, schedules, types  # noqa: F401
+    from queuelog.web import admin, auth, batches, bulk, jobs, monitor, schedules, types  # noqa: F401
 
-    for module in (auth, jobs, admin, bulk, monitor, schedules):
+    for module in (auth, jobs, batches, admin, bulk, monitor, schedules):
         app.before_request_funcs.setdefault(module.bp.name, []).append(refuse_unstorable_text)
         app.register_blueprint(module.bp)
     monitor.install(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -224,10 +225,32 @@ def job_page(job_id: int):
         "jobs/detail.html",
         job=job,
         events=events,
+        workflow=_workflow(job),
         form=ConfirmForm(),
         priority_names=PRIORITY_NAMES,
         refresh_seconds=JOB_PAGE_REFRESH_SECONDS,
     )
+
+
+DEPENDENTS_SHOWN = 50  # dependents a job's page links; it says how many more there are
+
+
+def _workflow(job: JobRecord) -> dict[str, Any]:
+    """The job's place in a workflow (docs/batches.md): its batch, the jobs it waits for (those still
+    unfinished among them), and the jobs that wait for it, which only its dependents count tells of."""
+    depends_on = tuple(json.loads(job.depends_on)) if job.depends_on else ()
+    waiting_on = frozenset(json.loads(job.waiting_on)) if job.waiting_on else frozenset()
+    dependents: list[int] = []
+    if job.dependents:
+        dependents = queue().dependents(job.id, limit=DEPENDENTS_SHOWN)
+    return {
+        "batch_id": job.batch_id if job.batch_id is not None else job.callback_of,
+        "callback": job.callback_of is not None,
+        "depends_on": depends_on,
+        "waiting_on": waiting_on,
+        "dependents": dependents,
+        "more_dependents": max(0, job.dependents - len(dependents)),
+    }
 
 
 @bp.post("/queue/<jobid:job_id>/cancel")

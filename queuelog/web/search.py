@@ -30,6 +30,7 @@ from queuelog.web.context import queue
 
 FIELDS = (
     "id",
+    "batch",
     "owner",
     "worker",
     "type",
@@ -48,6 +49,7 @@ ADMIN_ONLY = ("owner", "error", "group")
 # The fields' names as the jobs list's search form shows them (templates/jobs/list.html).
 LABELS = {
     "id": _l("Job number"),
+    "batch": _l("Batch number"),
     "status": _l("Status"),
     "type": _l("Type"),
     "priority": _l("Priority"),
@@ -127,6 +129,11 @@ def _field(name: str, text: str) -> dict:
         if number is None:
             raise ValueError(_("Enter a job number (digits 0 to 9 only)."))
         return {"id": number}
+    if name == "batch":
+        number = ascii_int(text.lstrip("#"))
+        if number is None:
+            raise ValueError(_("Enter a batch number (digits 0 to 9 only)."))
+        return {"batch_id": number}  # a batch's members (docs/batches.md), through an index
     if name in ("owner", "type"):
         return {name: _name(text)}
     if name == "group":

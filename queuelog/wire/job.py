@@ -3,7 +3,7 @@
 One definition serves both clients: the worker hands a ``Job`` to each handler, and the producer client
 (``queuelog.client``) returns them from enqueue, get, list and wait. Standard library only. A handler's
 job also talks back while it runs (docs/running-jobs.md): ``report_progress``, ``should_stop``,
-``check_cancelled`` and ``snooze`` go through the worker that runs it; on a producer's job they refuse. The fields are
+``check_cancelled``, ``snooze`` and ``add_to_batch`` go through the worker that runs it; on a producer's job they refuse. The fields are
 those of the API's job answer (docs/concepts.md#jobs; ``tests/client/test_types.py`` checks that they match the
 declared answer). An answer may leave fields out (a caller who may not see ``error``, say): those are
 None, and ``raw`` keeps the answer as it came, unknown fields included.
@@ -11,6 +11,7 @@ None, and ``raw`` keeps the answer as it came, unknown fields included.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,6 +56,10 @@ class Running(Protocol):
 
     def report(self, percent: int | None, message: str | None) -> None:
         """Send (or keep for the next heartbeat) a progress report."""
+        ...
+
+    def add_to_batch(self, batch_id: int, jobs: list[dict[str, Any]]) -> list[int]:
+        """Add jobs to the batch of the running job, under its lease; their ids."""
         ...
 
 
@@ -135,6 +140,16 @@ class Job:
         Then, like ``check_cancelled``, raise CancelRequested if its cancellation was requested."""
         self._line().report(percent, message)
         self.check_cancelled()
+
+    def add_to_batch(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Add jobs to this job's batch while it runs (docs/batches.md): each item is the JSON body of
+        an enqueue (``{"type": "pdf", "payload": {...}, "depends_on": [...]}``). Sent at once, under
+        this job's lease, all or none; returns the new jobs' ids. The batch cannot finish meanwhile, so
+        its callbacks wait for the added jobs too. A job outside any batch raises RuntimeError; a
+        refusal (a bad item, a lost lease) raises the worker client's RequestRefused."""
+        if self.batch_id is None:
+            raise RuntimeError(f"job {self.id} is not in a batch")
+        return self._line().add_to_batch(self.batch_id, [dict(item) for item in jobs])
 
     def snooze(self, delay_seconds: float) -> None:
         """Hand the job back to run again after ``delay_seconds`` (raises Snooze)."""

@@ -89,7 +89,7 @@ class QueueClient:
     ) -> list[dict[str, Any]]:
         """Claim up to ``limit`` jobs, waiting up to ``wait_seconds`` on the server when there are none; each
         as a compact WorkerJob (id, type, payload, priority, retry_count, max_retries, lease_expires_at,
-        lease_token)."""
+        snooze_count, batch_id, lease_token)."""
         body: dict[str, Any] = {"limit": limit, "wait_seconds": wait_seconds}
         if types:
             body["types"] = types
@@ -135,3 +135,10 @@ class QueueClient:
     def cancelled(self, job_id: int, lease_token: str) -> dict[str, Any]:
         """Report that a held job stopped because its cancellation was requested; returns where it stands."""
         return self._held_job_request(f"/jobs/{job_id}/cancelled", {"lease_token": lease_token})
+
+    def add_to_batch(self, batch_id: int, lease_token: str, jobs: list[dict[str, Any]]) -> list[int]:
+        """Add jobs to the batch of a held job (``POST /batches/{id}/jobs``, all or none); the new jobs'
+        ids. Not retried: a lost answer may have added them."""
+        answer = self.request("POST", f"/batches/{batch_id}/jobs", {"lease_token": lease_token, "jobs": jobs})
+        items = answer["jobs"] if isinstance(answer, dict) else answer
+        return [item["id"] if isinstance(item, dict) else item for item in items]

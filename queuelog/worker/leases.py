@@ -78,8 +78,8 @@ class Held:
 
 @dataclass(frozen=True)
 class Line:
-    """A handler's job's line back to the server (``queuelog.wire.job.Running``): its held entry's flag, and
-    progress reports sent through the worker's client."""
+    """A handler's job's line back to the server (``queuelog.wire.job.Running``): its held entry's flag,
+    progress reports and jobs added to its batch, sent through the worker's client."""
 
     held: Held | None
     client: QueueClient
@@ -91,6 +91,11 @@ class Line:
     def report(self, percent: int | None, message: str | None) -> None:
         if self.held is not None:
             self.held.report_progress(self.client, self.lease_seconds, percent, message)
+
+    def add_to_batch(self, batch_id: int, jobs: list[dict[str, Any]]) -> list[int]:
+        if self.held is None:
+            raise RuntimeError("this job is no longer held by its worker")
+        return self.client.add_to_batch(batch_id, self.held.job["lease_token"], jobs)
 
 
 def heartbeat_loop(client: QueueClient, lease_seconds: int, held: Callable[[], list[Held]]) -> None:

@@ -7,20 +7,42 @@ import inspect
 from dataclasses import fields
 from datetime import UTC, datetime
 
+import pytest
+
 import queuelog.client
 import queuelog.worker
 from queuelog.api.answers import EVENT, JOB_FIELDS
+from queuelog.api.batches import BATCH, CALLBACK_BODY, MEMBER_BODY
+from queuelog.api.batches import LIST_QUERY as BATCH_LIST_QUERY
 from queuelog.api.jobs import JOB_BODY, LIST_QUERY
 from queuelog.api.problems import TITLES
-from queuelog.client import Client, Job, ServerError
+from queuelog.client import Batch, Client, Job, ServerError
 from queuelog.client.errors import MalformedRequest, QueuelogError, from_answer
-from queuelog.client.shapes import job_body
+from queuelog.client.shapes import callback_body, job_body, member_body
 from queuelog.wire.job import Event
 
 
 def test_the_job_has_the_fields_the_api_declares_in_its_order():
     assert [f.name for f in fields(Job) if f.name != "raw"] == list(JOB_FIELDS)
     assert [f.name for f in fields(Event)] == list(EVENT.fields)
+
+
+def test_the_batch_has_the_fields_the_api_declares_in_its_order():
+    assert [f.name for f in fields(Batch) if f.name != "raw"] == list(BATCH.fields)
+
+
+def test_a_batchs_bodies_take_the_fields_the_api_declares():
+    member = set(inspect.signature(job_body).parameters) - {"idempotency_key"} | {"ref"}
+    assert member == set(MEMBER_BODY.fields)
+    assert set(inspect.signature(callback_body).parameters) == set(CALLBACK_BODY.fields)
+    assert list(inspect.signature(Client.list_batches).parameters)[1:] == list(BATCH_LIST_QUERY.fields)
+    with pytest.raises(TypeError):
+        member_body({"type": "email", "colour": "red"})
+    assert member_body({"type": "email", "ref": "a", "depends_on": ["b", 3]}) == {
+        "type": "email",
+        "depends_on": ["b", 3],
+        "ref": "a",
+    }
 
 
 def test_one_job_type_for_the_worker_and_the_client():

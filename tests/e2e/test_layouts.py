@@ -234,7 +234,7 @@ def test_pages_fit_a_phone_and_a_desktop(busy_queue, live_server, new_page, cons
                     apart = a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"]
                     assert apart or b["bottom"] <= a["top"], f"{where}: chart labels overlap: {a} {b}"
         links = page.evaluate(NAV_TOPS)
-        assert len(links) == 11
+        assert len(links) == 12
         assert all(link["lines"] == 1 for link in links), f"a navigation link breaks at {width}px in {locale}"
         if width == DESKTOP[0]:
             assert len({link["top"] for link in links}) == 1, (

@@ -30,6 +30,10 @@ def email(job):
         while not job.should_stop() and time.monotonic() < deadline:
             time.sleep(0.05)
         job.check_cancelled()
+    if job.payload.get("add"):  # docs/worker.md#adding-jobs-to-its-batch: a pdf job per item, then a join
+        added = job.add_to_batch([{"type": "pdf", "payload": {"n": n}} for n in job.payload["add"]])
+        join = job.add_to_batch([{"type": "pdf", "payload": {"join": True}, "depends_on": added}])
+        return {"added": added + join}
     if job.payload.get("snooze") and job.snooze_count < int(job.payload.get("snoozes", 1)):
         job.snooze(float(job.payload["snooze"]))
     return {"n": job.payload.get("n"), "attempt": job.attempt}
