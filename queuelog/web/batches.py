@@ -17,7 +17,7 @@ from flask_login import login_required
 from queuelog.inputs import ascii_int
 from queuelog.models import BATCH_STATUSES, STATUSES
 from queuelog.queue import JobNotFound, JobRecord, JobSearch, QueueError
-from queuelog.web import console, principal, queue
+from queuelog.web.context import console, principal, queue
 from queuelog.web.forms import ConfirmForm
 from queuelog.web.graph import Node, draw
 from queuelog.web.refusals import refusal_text
