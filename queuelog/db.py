@@ -26,10 +26,11 @@ from queuelog.drivers import (
     JSONB_OID,
     DatabaseUnavailable,
     DatabaseUnusable,
+    as_unavailable,
     create_private_file,
-    is_conflict,
     json_text_loader,
     lock_file,
+    postgres_setup,
     rollback_quietly,
     sqlite_setup,
 )
@@ -57,6 +58,9 @@ class Database:
         max_overflow: int = 20,
         busy_timeout_ms: int = 30000,
         password_hash: str = "scrypt",
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 30.0,
+        prepared_statements: bool = True,
     ):
         self.url = make_url(url)
         # How queuelog.access.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
@@ -70,20 +74,38 @@ class Database:
                     f"cannot use the database {self.url.database}: {exc.strerror}"
                 ) from None
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=connect_timeout,
+                hide_parameters=True,
             )
+            if statement_timeout > 0:  # a write waits for SQLite's lock no longer than a statement may last
+                busy_timeout_ms = min(busy_timeout_ms, int(statement_timeout * 1000))
             sqlite_setup(self.engine, busy_timeout_ms)
         elif self.dialect == "postgresql":
             # No pre-ping: it would add a round trip to every operation. A connection that died with the
             # server fails its next use once (503, which workers retry) and is dropped from the pool.
-            # Logged errors leave out bound parameters: they may hold payloads or lease tokens.
+            # Logged errors leave out bound parameters: they may hold payloads or lease tokens. A request
+            # waits for a pooled connection as long as for a new one (pool_timeout): then 503.
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=connect_timeout,
+                hide_parameters=True,
+            )
+            postgres_setup(
+                self.engine,
+                connect_timeout=connect_timeout,
+                statement_timeout=statement_timeout,
+                prepared_statements=prepared_statements,
             )
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
-        self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
+        # How long a write waits for this process's SQLite writer (the busy timeout bounds the rest).
+        self._writer_wait = statement_timeout if statement_timeout > 0 else -1
         self._sqlite_writer = threading.Lock()
         self._writer: Any = None  # SQLite: the writer's connection, opened by the first write (cursor)
         self._writer_conn: Any = None
@@ -131,7 +153,9 @@ class Database:
             # Writes have one connection of their own, kept for the life of the process: no pool checkout
             # and reset per write, and its page cache stays valid from one write to the next, since no other
             # connection of this process writes in between (docs/performance.md#writes-one-transaction-one-round-trip).
-            with self._sqlite_writer:
+            if not self._sqlite_writer.acquire(timeout=self._writer_wait):
+                raise DatabaseUnavailable("another write held the database too long", reason="busy")
+            try:
                 pid = os.getpid()
                 if self._writer_pid != pid:  # a connection never crosses a fork: a child opens its own
                     self._writer_conn = self.engine.raw_connection()
@@ -147,6 +171,8 @@ class Database:
                 finally:
                     if fd is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                self._sqlite_writer.release()
             return
         if self._thread_readers and not write:
             # SQLite's reads: on a connection of this thread's own that lives as long as the thread (no
@@ -174,11 +200,11 @@ class Database:
             yield cur
             if dbapi_conn.in_transaction:
                 dbapi_conn.commit()
-        except self._unavailable as exc:
+        except BaseException as exc:
             rollback_quietly(dbapi_conn)
-            raise DatabaseUnavailable(str(exc)) from exc
-        except BaseException:
-            rollback_quietly(dbapi_conn)
+            unavailable = as_unavailable(exc)
+            if unavailable is not None and unavailable is not exc:
+                raise unavailable from exc
             raise
         finally:
             cur.close()
@@ -206,7 +232,13 @@ class Database:
 
     @contextmanager
     def _cursor(self, *, write: bool, autocommit: bool) -> Iterator[Any]:
-        conn = self.engine.raw_connection()
+        try:
+            conn = self.engine.raw_connection()  # the pool's checkout: a refused connection is a 503 too
+        except Exception as exc:
+            unavailable = as_unavailable(exc)
+            if unavailable is None:
+                raise
+            raise unavailable from exc
         dbapi_conn = conn.driver_connection
         autocommit = autocommit and self.dialect == "postgresql"
         try:
@@ -218,11 +250,11 @@ class Database:
             yield cur
             if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
                 dbapi_conn.commit()
-        except self._unavailable as exc:
+        except BaseException as exc:
             rollback_quietly(dbapi_conn)
-            raise DatabaseUnavailable(str(exc), conflict=is_conflict(exc)) from exc
-        except BaseException:
-            rollback_quietly(dbapi_conn)
+            unavailable = as_unavailable(exc)
+            if unavailable is not None and unavailable is not exc:
+                raise unavailable from exc
             raise
         finally:
             if autocommit:
