@@ -19,11 +19,12 @@ from queuelog.models.base import (
     Timestamp,
     utcnow,
 )
-from queuelog.models.jobs import FINISHED, Job, JobCount, JobEvent, JobThroughput, JobType
+from queuelog.models.jobs import FINISHED, ClaimRequest, Job, JobCount, JobEvent, JobThroughput, JobType
 from queuelog.models.people import ApiKey, AuditLog, LoginAttempt, User
 from queuelog.models.schedules import Schedule, ScheduleFire
 
 __all__ = [
+    "ClaimRequest",
     "FINISHED",
     "KEY_KINDS",
     "PRIORITIES",

@@ -83,6 +83,9 @@ class Job(Base):
     progress_at: Mapped[datetime | None] = mapped_column(Timestamp())
     # How often a worker handed the job back to run later; capped by QUEUELOG_MAX_SNOOZES.
     snooze_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The lease token of the report (complete or fail) that ended the last attempt: the same report sent
+    # again answers as the first did (docs/operations.md#outages).
+    reported_token: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
@@ -145,6 +148,18 @@ class Job(Base):
         # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
         {"sqlite_autoincrement": True},
     )
+
+
+class ClaimRequest(Base):
+    """A claim that carried a request id: the same worker's retry with that id, while the lease lasts,
+    answers the jobs leased under ``token`` (docs/operations.md#outages)."""
+
+    __tablename__ = "claim_requests"
+
+    worker: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(Timestamp(), index=True)
 
 
 class JobEvent(Base):
