@@ -253,6 +253,11 @@ class Database:
         except BaseException as exc:
             rollback_quietly(dbapi_conn)
             unavailable = as_unavailable(exc)
+            if unavailable is not None and getattr(dbapi_conn, "closed", False):
+                # The server went away (a restart, a failover): so did every connection pooled before
+                # now. Invalidate them all at once, as SQLAlchemy does on a disconnect, instead of failing
+                # one request for each of them (docs/operations.md#outages).
+                self.engine.pool._invalidate(conn, exc)
             if unavailable is not None and unavailable is not exc:
                 raise unavailable from exc
             raise
