@@ -41,6 +41,7 @@ OTHER_VARIABLES = frozenset(
         "QUEUELOG_KEY",
         "QUEUELOG_TEST_POSTGRES_URL",
         "QUEUELOG_REQUIRE_BROWSER",
+        "QUEUELOG_PG_BIN",
         "QUEUELOG_SCREENSHOT_DIR",
     }
 )
