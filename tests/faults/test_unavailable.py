@@ -11,6 +11,7 @@ import pytest
 
 from queuelog import create_app
 from queuelog.access.auth import new_key
+from queuelog.db import DatabaseUnavailable
 from tests.conftest import ADMIN_PASSWORD, PG_URL, Keys, free_port
 from tests.faults.tcpproxy import TcpProxy
 
@@ -125,3 +126,43 @@ def test_a_stalled_or_dropped_postgresql_is_a_503_within_the_bound_and_then_serv
     assert answers[-3:] == [201, 201, 201]
     codes += answers
     assert 500 not in codes
+
+
+def test_the_timeouts_and_prepared_statements_reach_each_postgresql_connection(postgresql_backend, tmp_path):
+    url = postgresql_backend.fresh_url(tmp_path)
+    for prepared, threshold in ((False, None), (True, 5)):
+        app = _app(url, DB_STATEMENT_TIMEOUT=1.5, DB_CONNECT_TIMEOUT=3, DB_PREPARED_STATEMENTS=prepared)
+        db = app.extensions["queuelog"]["db"]
+        try:
+            with db.cursor() as cur:
+                assert cur.execute("SHOW statement_timeout").fetchone()[0] == "1500ms"
+                conn = cur.connection
+                assert conn.prepare_threshold == threshold
+                assert conn.wait_bound == 2.5  # a second beyond the server's own bound
+                assert conn.info.get_parameters()["connect_timeout"] == "3"
+        finally:
+            db.dispose()
+
+
+def test_a_statement_past_the_timeout_is_a_503_on_postgresql(postgresql_backend, tmp_path):
+    app = _app(postgresql_backend.fresh_url(tmp_path), DB_STATEMENT_TIMEOUT=0.2)
+    db = app.extensions["queuelog"]["db"]
+    try:
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable) as caught, db.cursor() as cur:
+            cur.execute("SELECT pg_sleep(5)")
+        assert caught.value.reason == "timeout" and time.monotonic() - started < 2
+        with db.cursor() as cur:  # and the connection serves again
+            assert cur.execute("SELECT 1").fetchone()[0] == 1
+    finally:
+        db.dispose()
+
+
+def test_sqlite_waits_for_its_lock_no_longer_than_a_statement_may_last(sqlite_backend, tmp_path):
+    app = _app(sqlite_backend.fresh_url(tmp_path), DB_STATEMENT_TIMEOUT=0.5, SQLITE_BUSY_TIMEOUT_MS=30000)
+    db = app.extensions["queuelog"]["db"]
+    try:
+        with db.cursor() as cur:
+            assert cur.execute("PRAGMA busy_timeout").fetchone()[0] == 500
+    finally:
+        db.dispose()
