@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from queuelog.drivers import (
     JSONB_OID,
@@ -104,6 +105,7 @@ class Database:
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
+        self._connect_timeout, self._prepared_statements = connect_timeout, prepared_statements
         # How long a write waits for this process's SQLite writer (the busy timeout bounds the rest).
         self._writer_wait = statement_timeout if statement_timeout > 0 else -1
         self._sqlite_writer = threading.Lock()
@@ -293,20 +295,35 @@ class Database:
 
     # -- schema -------------------------------------------------------------------------------------
 
-    def alembic_config(self):
-        """An Alembic config pointing at the packaged migrations and this database."""
+    def alembic_config(self, engine: Any = None):
+        """An Alembic config pointing at the packaged migrations and this database (or ``engine``)."""
         from alembic.config import Config
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        cfg.attributes["engine"] = self.write_engine
+        cfg.attributes["engine"] = engine if engine is not None else self.write_engine
         return cfg
 
     def upgrade(self, revision: str = "head") -> None:
-        """Bring the schema to ``revision`` (the newest by default)."""
+        """Bring the schema to ``revision`` (the newest by default). On PostgreSQL the migrations run on
+        a connection of their own without QUEUELOG_DB_STATEMENT_TIMEOUT: building an index on a large
+        table may well take longer than any request should."""
         from alembic import command
 
-        command.upgrade(self.alembic_config(), revision)
+        engine = None
+        if self.dialect == "postgresql":
+            engine = create_engine(self.url, poolclass=NullPool, hide_parameters=True)
+            postgres_setup(
+                engine,
+                connect_timeout=self._connect_timeout,
+                statement_timeout=0,
+                prepared_statements=self._prepared_statements,
+            )
+        try:
+            command.upgrade(self.alembic_config(engine), revision)
+        finally:
+            if engine is not None:
+                engine.dispose()
 
     def is_current(self) -> bool:
         """True when the schema is at the newest migration."""

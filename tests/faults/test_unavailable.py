@@ -4,6 +4,7 @@ that is full (and then nothing is half written)."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from urllib.parse import urlsplit, urlunsplit
 
@@ -11,7 +12,7 @@ import pytest
 
 from queuelog import create_app
 from queuelog.access.auth import new_key
-from queuelog.db import DatabaseUnavailable
+from queuelog.db import Database, DatabaseUnavailable
 from tests.conftest import ADMIN_PASSWORD, PG_URL, Keys, free_port
 from tests.faults.tcpproxy import TcpProxy
 
@@ -166,3 +167,31 @@ def test_sqlite_waits_for_its_lock_no_longer_than_a_statement_may_last(sqlite_ba
             assert cur.execute("PRAGMA busy_timeout").fetchone()[0] == 500
     finally:
         db.dispose()
+
+
+def test_migrations_are_not_cut_off_by_the_statement_timeout(postgresql_backend):
+    """`db upgrade` may build an index on a large table for longer than any request should take."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import create_engine, text
+
+    from tests.conftest import _pg_schema_url
+
+    schema = f"queuelog_upgrade_{secrets.token_hex(3)}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    db = Database(_pg_schema_url(PG_URL, schema), statement_timeout=0.001)
+    try:
+        db.upgrade()
+        heads = ScriptDirectory.from_config(db.alembic_config()).get_heads()
+        with admin.connect() as conn:
+            assert [
+                conn.execute(text(f'SELECT version_num FROM "{schema}".alembic_version')).scalar()
+            ] == heads
+        with pytest.raises(DatabaseUnavailable), db.cursor() as cur:  # a request's statement is cut off
+            cur.execute("SELECT pg_sleep(0.05)")
+    finally:
+        db.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
