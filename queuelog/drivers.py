@@ -172,7 +172,7 @@ def postgres_setup(
         if not prepared_statements:
             cparams["prepare_threshold"] = None
         conn = connection_class.connect(*cargs, **cparams)
-        conn.wait_bound = wait_bound if wait_bound is not None else None
+        conn.wait_bound = wait_bound
         if statement_timeout > 0:
             with conn.cursor() as cur:
                 cur.execute(f"SET statement_timeout = {int(statement_timeout * 1000)}")

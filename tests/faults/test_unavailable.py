@@ -169,6 +169,7 @@ def test_sqlite_waits_for_its_lock_no_longer_than_a_statement_may_last(sqlite_ba
         db.dispose()
 
 
+@pytest.mark.slow  # a whole migration run: seconds
 def test_migrations_are_not_cut_off_by_the_statement_timeout(postgresql_backend):
     """`db upgrade` may build an index on a large table for longer than any request should take."""
     from alembic.script import ScriptDirectory
