@@ -41,6 +41,7 @@ OTHER_VARIABLES = frozenset(
         "QUEUELOG_KEY",
         "QUEUELOG_TEST_POSTGRES_URL",
         "QUEUELOG_REQUIRE_BROWSER",
+        "QUEUELOG_PG_BIN",
         "QUEUELOG_SCREENSHOT_DIR",
     }
 )
@@ -257,6 +258,13 @@ class Settings(Mapping[str, Any]):
     db_pool_size: int = setting(10, Integer(1))
     db_max_overflow: int = setting(20, Integer(0))
     sqlite_busy_timeout_ms: int = setting(30000, Integer(0))
+    # Riding out the database (docs/operations.md#outages): how long to wait for a connection (new or
+    # pooled), how long a statement may run (PostgreSQL's statement_timeout; SQLite's busy timeout and
+    # writer's wait at most this; 0: unbounded), and psycopg's prepared statements (off behind PgBouncer
+    # in transaction mode).
+    db_connect_timeout: float = setting(5.0, Seconds(0, above=True))
+    db_statement_timeout: float = setting(30.0, Seconds(0))
+    db_prepared_statements: bool = setting(True, Boolean())
     auto_upgrade: bool | None = setting(None, Boolean())  # None: upgrade SQLite by itself, never PostgreSQL
     long_poll_interval: float = setting(0.2, Seconds(0, above=True))
     max_snoozes: int = setting(50, Integer(0))  # how often one job may be snoozed (docs/running-jobs.md)

@@ -21,15 +21,17 @@ from typing import Any
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from queuelog.drivers import (
     JSONB_OID,
     DatabaseUnavailable,
     DatabaseUnusable,
+    as_unavailable,
     create_private_file,
-    is_conflict,
     json_text_loader,
     lock_file,
+    postgres_setup,
     rollback_quietly,
     sqlite_setup,
 )
@@ -57,6 +59,9 @@ class Database:
         max_overflow: int = 20,
         busy_timeout_ms: int = 30000,
         password_hash: str = "scrypt",
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 30.0,
+        prepared_statements: bool = True,
     ):
         self.url = make_url(url)
         # How queuelog.access.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
@@ -70,20 +75,39 @@ class Database:
                     f"cannot use the database {self.url.database}: {exc.strerror}"
                 ) from None
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=connect_timeout,
+                hide_parameters=True,
             )
+            if statement_timeout > 0:  # a write waits for SQLite's lock no longer than a statement may last
+                busy_timeout_ms = min(busy_timeout_ms, int(statement_timeout * 1000))
             sqlite_setup(self.engine, busy_timeout_ms)
         elif self.dialect == "postgresql":
             # No pre-ping: it would add a round trip to every operation. A connection that died with the
             # server fails its next use once (503, which workers retry) and is dropped from the pool.
-            # Logged errors leave out bound parameters: they may hold payloads or lease tokens.
+            # Logged errors leave out bound parameters: they may hold payloads or lease tokens. A request
+            # waits for a pooled connection as long as for a new one (pool_timeout): then 503.
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                pool_timeout=connect_timeout,
+                hide_parameters=True,
+            )
+            postgres_setup(
+                self.engine,
+                connect_timeout=connect_timeout,
+                statement_timeout=statement_timeout,
+                prepared_statements=prepared_statements,
             )
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self.write_engine = self.engine.execution_options(queuelog_write=True)
-        self._unavailable = self.engine.dialect.loaded_dbapi.OperationalError
+        self._connect_timeout, self._prepared_statements = connect_timeout, prepared_statements
+        # How long a write waits for this process's SQLite writer (the busy timeout bounds the rest).
+        self._writer_wait = statement_timeout if statement_timeout > 0 else -1
         self._sqlite_writer = threading.Lock()
         self._writer: Any = None  # SQLite: the writer's connection, opened by the first write (cursor)
         self._writer_conn: Any = None
@@ -131,7 +155,9 @@ class Database:
             # Writes have one connection of their own, kept for the life of the process: no pool checkout
             # and reset per write, and its page cache stays valid from one write to the next, since no other
             # connection of this process writes in between (docs/performance.md#writes-one-transaction-one-round-trip).
-            with self._sqlite_writer:
+            if not self._sqlite_writer.acquire(timeout=self._writer_wait):
+                raise DatabaseUnavailable("another write held the database too long", reason="busy")
+            try:
                 pid = os.getpid()
                 if self._writer_pid != pid:  # a connection never crosses a fork: a child opens its own
                     self._writer_conn = self.engine.raw_connection()
@@ -147,6 +173,8 @@ class Database:
                 finally:
                     if fd is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                self._sqlite_writer.release()
             return
         if self._thread_readers and not write:
             # SQLite's reads: on a connection of this thread's own that lives as long as the thread (no
@@ -174,11 +202,11 @@ class Database:
             yield cur
             if dbapi_conn.in_transaction:
                 dbapi_conn.commit()
-        except self._unavailable as exc:
+        except BaseException as exc:
             rollback_quietly(dbapi_conn)
-            raise DatabaseUnavailable(str(exc)) from exc
-        except BaseException:
-            rollback_quietly(dbapi_conn)
+            unavailable = as_unavailable(exc)
+            if unavailable is not None and unavailable is not exc:
+                raise unavailable from exc
             raise
         finally:
             cur.close()
@@ -206,7 +234,13 @@ class Database:
 
     @contextmanager
     def _cursor(self, *, write: bool, autocommit: bool) -> Iterator[Any]:
-        conn = self.engine.raw_connection()
+        try:
+            conn = self.engine.raw_connection()  # the pool's checkout: a refused connection is a 503 too
+        except Exception as exc:
+            unavailable = as_unavailable(exc)
+            if unavailable is None:
+                raise
+            raise unavailable from exc
         dbapi_conn = conn.driver_connection
         autocommit = autocommit and self.dialect == "postgresql"
         try:
@@ -218,11 +252,16 @@ class Database:
             yield cur
             if not autocommit and (self.dialect != "sqlite" or dbapi_conn.in_transaction):
                 dbapi_conn.commit()
-        except self._unavailable as exc:
+        except BaseException as exc:
             rollback_quietly(dbapi_conn)
-            raise DatabaseUnavailable(str(exc), conflict=is_conflict(exc)) from exc
-        except BaseException:
-            rollback_quietly(dbapi_conn)
+            unavailable = as_unavailable(exc)
+            if unavailable is not None and getattr(dbapi_conn, "closed", False):
+                # The server went away (a restart, a failover): so did every connection pooled before
+                # now. Invalidate them all at once, as SQLAlchemy does on a disconnect, instead of failing
+                # one request for each of them (docs/operations.md#outages).
+                self.engine.pool._invalidate(conn, exc)
+            if unavailable is not None and unavailable is not exc:
+                raise unavailable from exc
             raise
         finally:
             if autocommit:
@@ -256,20 +295,35 @@ class Database:
 
     # -- schema -------------------------------------------------------------------------------------
 
-    def alembic_config(self):
-        """An Alembic config pointing at the packaged migrations and this database."""
+    def alembic_config(self, engine: Any = None):
+        """An Alembic config pointing at the packaged migrations and this database (or ``engine``)."""
         from alembic.config import Config
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
-        cfg.attributes["engine"] = self.write_engine
+        cfg.attributes["engine"] = engine if engine is not None else self.write_engine
         return cfg
 
     def upgrade(self, revision: str = "head") -> None:
-        """Bring the schema to ``revision`` (the newest by default)."""
+        """Bring the schema to ``revision`` (the newest by default). On PostgreSQL the migrations run on
+        a connection of their own without QUEUELOG_DB_STATEMENT_TIMEOUT: building an index on a large
+        table may well take longer than any request should."""
         from alembic import command
 
-        command.upgrade(self.alembic_config(), revision)
+        engine = None
+        if self.dialect == "postgresql":
+            engine = create_engine(self.url, poolclass=NullPool, hide_parameters=True)
+            postgres_setup(
+                engine,
+                connect_timeout=self._connect_timeout,
+                statement_timeout=0,
+                prepared_statements=self._prepared_statements,
+            )
+        try:
+            command.upgrade(self.alembic_config(engine), revision)
+        finally:
+            if engine is not None:
+                engine.dispose()
 
     def is_current(self) -> bool:
         """True when the schema is at the newest migration."""

@@ -18,6 +18,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from queuelog.access.ratelimit import LoginLimiter
 from queuelog.config import SettingError, load_settings, warn_unknown_variables
 from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
+from queuelog.drivers import as_unavailable
 from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
 from queuelog.queue.admin import first_start
@@ -73,6 +74,9 @@ def register_extensions(app: Flask) -> None:
             max_overflow=config["DB_MAX_OVERFLOW"],
             busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
             password_hash=config["PASSWORD_HASH"],
+            connect_timeout=config.db_connect_timeout,
+            statement_timeout=config.db_statement_timeout,
+            prepared_statements=config.db_prepared_statements,
         )
     except DatabaseUnusable as exc:
         raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1
@@ -305,6 +309,9 @@ def register_errorhandlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
+        unavailable = as_unavailable(exc)
+        if unavailable is not None:
+            return database_unavailable(unavailable)
         if type(exc).__module__ == "gunicorn.http.errors":  # a malformed body, e.g. a broken chunk size
             app.logger.info("malformed request on %s %s: %r", request.method, request.path, exc)
             if _is_api_request():
@@ -314,6 +321,46 @@ def register_errorhandlers(app: Flask) -> None:
         if _is_api_request():
             return problem(500, "internal-error", "the server failed to handle the request")
         return render_template("error.html", code=500, message=_("Something went wrong on our side.")), 500
+
+
+RETRY_AFTER = "1"  # seconds: a database that restarts is usually back within a few
+UNAVAILABLE_DETAILS = {
+    "unreachable": "the database cannot be reached; try again",
+    "timeout": "the database did not answer in time (QUEUELOG_DB_STATEMENT_TIMEOUT); try again",
+    "busy": "the database is busy; try again",
+    "conflict": "the database is busy; try again",
+    "full": "the database is full: nothing was written; try again when the operator has made room",
+}
+
+
+def database_unavailable(exc: DatabaseUnavailable):
+    """The one answer to a request the database could not serve (drivers.as_unavailable reads every
+    driver's errors into ``DatabaseUnavailable``): 503 with ``Retry-After``, problem+json for the API, a
+    page for the rest; never a 500 (docs/operations.md#outages)."""
+    from queuelog.api.problems import problem
+    from queuelog.extensions import login_manager
+
+    current_app.logger.warning(
+        "database unavailable (%s) on %s %s: %s",
+        exc.reason,
+        request.method,
+        request.path,
+        str(exc).splitlines()[0] if str(exc) else "",
+    )
+    headers = {"Retry-After": RETRY_AFTER}
+    if _is_api_request():
+        return problem(
+            503,
+            "unavailable",
+            UNAVAILABLE_DETAILS.get(exc.reason, UNAVAILABLE_DETAILS["busy"]),
+            headers=headers,
+        )
+    g._login_user = login_manager.anonymous_user()  # the page must not look the login up in the database
+    if exc.reason == "full":
+        message = _("The database is full: nothing was saved. Try again when the operator has made room.")
+    else:
+        message = _("The database cannot be reached just now. Try again in a moment.")
+    return render_template("error.html", code=503, message=message), 503, headers
 
 
 def register_commands(app: Flask) -> None:

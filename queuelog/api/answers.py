@@ -267,7 +267,10 @@ PROBLEM = Shape(
 HEALTH = Shape(
     "Health",
     "Whether the database answers.",
-    {"status": answer({"type": "string", "enum": ["ok", "unavailable"]})},
+    {
+        "status": answer({"type": "string", "enum": ["ok", "unavailable"]}),
+        "detail": answer({"type": "string", "description": "Why not, when unavailable."}),
+    },
     required=("status",),
     closed=False,
 )

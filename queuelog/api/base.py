@@ -11,14 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
-from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from queuelog.api.answers import JOB
 from queuelog.api.problems import ApiError
 from queuelog.api.refusals import problem_of
 from queuelog.api.render import dumps, json_text_response, render_json
-from queuelog.db import DatabaseUnavailable
 from queuelog.inputs import text_fault
 from queuelog.queue import Code, JobNotFound, JobRecord, Queue, QueueError
 from queuelog.queue.principal import Principal
@@ -36,15 +34,6 @@ def _api_error(exc: ApiError):
 @bp.errorhandler(QueueError)
 def _queue_error(exc: QueueError):
     return problem_of(exc).response()
-
-
-@bp.errorhandler(OperationalError)
-@bp.errorhandler(DatabaseUnavailable)
-def _database_unavailable(exc: Exception):
-    current_app.logger.warning("database unavailable: %s", exc)
-    return ApiError(
-        503, "unavailable", "the database is unavailable or busy; try again", headers={"Retry-After": "1"}
-    ).response()
 
 
 @bp.before_request

@@ -13,6 +13,8 @@ from queuelog.api.openapi import document
 from queuelog.api.problems import ApiError
 from queuelog.api.registry import json_answer, operation, problem, request_fields
 
+RETRY_AFTER = "1"  # as every 503 of an unreachable database (factory.database_unavailable)
+
 
 @operation(
     "GET",
@@ -24,7 +26,7 @@ from queuelog.api.registry import json_answer, operation, problem, request_field
     common=False,
     answers={
         "200": json_answer("Up", HEALTH),
-        "503": json_answer("The database is unreachable", HEALTH),
+        "503": json_answer("The database is unreachable (with Retry-After)", HEALTH),
     },
 )
 def healthz():
@@ -35,7 +37,9 @@ def healthz():
             conn.exec_driver_sql("SELECT 1")
     except Exception as exc:  # any failure to reach the database means "not ready"
         current_app.logger.warning("health check failed: %s", exc)
-        return json_response({"status": "unavailable"}, 503)
+        response = json_response({"status": "unavailable", "detail": "the database is unreachable"}, 503)
+        response.headers["Retry-After"] = RETRY_AFTER
+        return response
     return json_response({"status": "ok"})
 
 

@@ -61,6 +61,13 @@ CLAIM_BODY = Shape(
         "wait_seconds": number(
             0, MAX_WAIT_SECONDS, "Long poll: wait this long at most for a job.", default=0
         ),
+        "request_id": text(
+            64,
+            "This claim's id, chosen by the worker (a new one per claim): a claim sent again with the same id "
+            "by the same worker key while its lease lasts answers the jobs and leases the first one got, "
+            "instead of new ones (docs/operations.md#outages).",
+            nullable=True,
+        ),
     },
 )
 HEARTBEAT_BODY = Shape(
@@ -177,9 +184,10 @@ def _answer(text: str, minimal: bool) -> Response:
 )
 def claim(body: dict[str, Any], minimal: bool):
     types, lease, limit, wait = body["types"], body["lease_seconds"], body["limit"], body["wait_seconds"]
-    jobs = queue().claim_wait(
-        g.principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
-    )
+    with queue().claim_request(body["request_id"]):
+        jobs = queue().claim_wait(
+            g.principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
+        )
     shape, omit = (WORKER_JOB, EMPTY) if minimal else (JOB, _CLAIMED)
     rendered = [render_json(shape, job, omit) for job in jobs]
     if limit is not None:

@@ -82,8 +82,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "workflows", "all"],
-        help="what to measure; all runs every scenario",
+        choices=[
+            "core",
+            "flow",
+            "blocked",
+            "price",
+            "backlog",
+            "http",
+            "pages",
+            "workflows",
+            "all",
+            "outage",
+        ],
+        help="what to measure; all runs every scenario but outage (a PostgreSQL of its own, stopped and"
+        " killed under load: docs/operations.md#outages)",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
@@ -130,8 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="price: interleaved rounds, each figure their median (default 3)",
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="outage: first run the server of this other checkout (e.g. the code before a change), then this one",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.scenario == "outage":
+        from queuelog.bench.outage import print_outage, run_outage
+
+        runs = ([(f"before ({args.before})", args.before)] if args.before else []) + [("this checkout", None)]
+        results = [(label, run_outage(server_path=path)) for label, path in runs]
+        if args.json:
+            print(json.dumps([{"run": label, **result.__dict__} for label, result in results], indent=2))
+        for label, result in [] if args.json else results:
+            print_outage(result, label)
+        return 0
 
     use_clock(args.clock)
     rows: list[dict[str, Any]] = []

@@ -79,12 +79,18 @@ class Engine(Protocol):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> Claimed:
         """Settle expired leases (as ``expire`` does), then lease up to ``limit`` pending jobs available
         at ``now`` whose type is in ``types`` (any when None) and not paused, to ``worker`` under a fresh
         random token, in claim order: priority DESC, available_at, id. Each pick is one statement that also
         marks the jobs, so no job is handed out twice; a job settled here may be handed out at once when
-        its backoff allows."""
+        its backoff allows.
+
+        With a ``request_id``: when an earlier claim of ``worker`` with that id leased jobs whose lease
+        has not ended, those of them still held under it are returned (same leases, nothing settled or
+        claimed); else the claim runs and, if it leased anything, its request id is kept with it in the
+        same transaction. Two claims with one id at once lease one set of jobs."""
         ...
 
     def heartbeat(
@@ -96,7 +102,9 @@ class Engine(Protocol):
     def complete(
         self, job_id: int, worker: str, token: str, *, now: datetime, result_json: str | None
     ) -> JobRecord | Unchanged:
-        """Mark a held job completed with ``result_json`` (serialized JSON or None); clears its error."""
+        """Mark a held job completed with ``result_json`` (serialized JSON or None); clears its error.
+        Repeated by ``worker`` with the ``token`` of the report that ended the attempt (complete or fail),
+        it changes nothing and returns the job as it is: the repeat answers as the first report did."""
         ...
 
     def complete_many(
@@ -120,7 +128,8 @@ class Engine(Protocol):
         """Record a failed attempt of a held job: pending again after ``backoff`` while ``retryable``
         and retries remain (``retry_count`` + 1), else failed; cancelled (``cancelled`` by ``worker`` in
         its history, the request cleared) when its cancellation was requested, in the same statement.
-        ``error`` is stored as given."""
+        ``error`` is stored as given. A repeat of the report that ended the attempt returns the job as it
+        is, as ``complete`` does."""
         ...
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:

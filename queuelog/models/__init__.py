@@ -23,6 +23,7 @@ from queuelog.models.base import (
 from queuelog.models.jobs import (
     FINISHED,
     Batch,
+    ClaimRequest,
     Job,
     JobCount,
     JobDependency,
@@ -37,6 +38,7 @@ __all__ = [
     "BATCH_STATUSES",
     "Batch",
     "JobDependency",
+    "ClaimRequest",
     "FINISHED",
     "KEY_KINDS",
     "PRIORITIES",

@@ -93,6 +93,9 @@ class Job(Base):
     depends_on: Mapped[str | None] = mapped_column(Text)
     waiting_on: Mapped[str | None] = mapped_column(Text)
     on_dependency_failure: Mapped[str | None] = mapped_column(String(8))
+    # The lease token of the report (complete or fail) that ended the last attempt: the same report sent
+    # again answers as the first did (docs/operations.md#outages).
+    reported_token: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have
@@ -163,6 +166,18 @@ class Job(Base):
         # Ids are never reused, even after the newest jobs are pruned: a job id names one job forever.
         {"sqlite_autoincrement": True},
     )
+
+
+class ClaimRequest(Base):
+    """A claim that carried a request id: the same worker's retry with that id, while the lease lasts,
+    answers the jobs leased under ``token`` (docs/operations.md#outages)."""
+
+    __tablename__ = "claim_requests"
+
+    worker: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(Timestamp(), index=True)
 
 
 class JobEvent(Base):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 from queuelog import metrics
@@ -35,6 +37,9 @@ from queuelog.queue.workflows import Workflows, dependency_refusal
 from queuelog.redact import redact_error
 
 MAX_ERROR_CHARS = 4096
+# The request id of the claim this context makes (Queue.claim_request): every claim of a long poll carries
+# it, however the poll waits in between.
+_CLAIM_REQUEST: ContextVar[str | None] = ContextVar("claim_request", default=None)
 
 
 class Queue(LongPolls, RunningJobs, Workflows):
@@ -112,7 +117,9 @@ class Queue(LongPolls, RunningJobs, Workflows):
     ) -> list[JobRecord]:
         """Lease up to ``limit`` claimable jobs to ``worker`` in claim order; each carries ``lease_token``.
 
-        Expired leases are settled first, in the same transaction, so that they are claimable now.
+        Expired leases are settled first, in the same transaction, so that they are claimable now. Within
+        ``claim_request(request_id)``, a claim repeated with that id answers the jobs the first one leased
+        (docs/operations.md#outages).
         """
         now = self.clock()
         started = time.perf_counter()
@@ -123,11 +130,24 @@ class Queue(LongPolls, RunningJobs, Workflows):
             limit=limit,
             types=list(types) if types else None,
             backoff=self._backoff(),
+            request_id=_CLAIM_REQUEST.get(),
         )
         metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
         metrics.CLAIMED.inc(len(claimed.jobs))
         _count_expired(claimed.expired)
         return claimed.jobs
+
+    @contextmanager
+    def claim_request(self, request_id: str | None) -> Iterator[None]:
+        """The claims made within (a claim, or each look of a long poll) carry ``request_id``."""
+        if request_id is None:
+            yield
+            return
+        token = _CLAIM_REQUEST.set(request_id)
+        try:
+            yield
+        finally:
+            _CLAIM_REQUEST.reset(token)
 
     # -- the holder's reports -----------------------------------------------------------------------
 

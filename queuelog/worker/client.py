@@ -16,7 +16,20 @@ __all__ = ["LeaseLost", "QueueClient", "RequestRefused", "TransientError", "desc
 
 class TransientError(Exception):
     """The server could not be reached or could not answer now (connection error, timeout, 5xx, 429):
-    the same request may well succeed later."""
+    the same request may well succeed later; ``retry_after`` is the server's Retry-After in seconds, if
+    it said (a 503 while its database is out, docs/operations.md#outages)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = float(headers.get("Retry-After", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 class RequestRefused(Exception):
@@ -61,7 +74,9 @@ class QueueClient:
         except NoAnswer as exc:
             raise TransientError(str(exc)) from exc
         if answer.status >= 500 or answer.status == 429:
-            raise TransientError(f"{method} {path}: {describe(answer.status, answer.body)}")
+            raise TransientError(
+                f"{method} {path}: {describe(answer.status, answer.body)}", _retry_after(answer.headers)
+            )
         if answer.status >= 400:
             raise RequestRefused(answer.status, answer.body)
         return answer.body
@@ -86,11 +101,15 @@ class QueueClient:
         wait_seconds: float,
         types: list[str] | None = None,
         lease_seconds: int | None = None,
+        request_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Claim up to ``limit`` jobs, waiting up to ``wait_seconds`` on the server when there are none; each
         as a compact WorkerJob (id, type, payload, priority, retry_count, max_retries, lease_expires_at,
-        snooze_count, batch_id, lease_token)."""
+        snooze_count, batch_id, lease_token). A claim sent again with the same ``request_id`` (after its answer was lost) answers
+        the jobs the first one leased."""
         body: dict[str, Any] = {"limit": limit, "wait_seconds": wait_seconds}
+        if request_id:
+            body["request_id"] = request_id
         if types:
             body["types"] = types
         if lease_seconds:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import threading
 import time
@@ -141,6 +142,7 @@ class Worker:
         beats = (self.client, self.lease_seconds, self._held_jobs)
         threading.Thread(target=heartbeat_loop, args=beats, name="queuelog-heartbeat", daemon=True).start()
         failures = 0
+        request_id: str | None = None
         while not self._stop_requested():
             with self._slots:
                 while len(self.held) >= self.concurrency and not self._stopping.is_set():
@@ -151,18 +153,25 @@ class Worker:
             if free <= 0 or self._stop_requested():
                 continue
             try:
+                # A claim whose answer was lost is sent again with its request id: the server answers the
+                # jobs it leased then, instead of leaving them held by nobody until the lease ends.
+                request_id = request_id or secrets.token_hex(16)
                 jobs = self.client.claim(
                     limit=free,
                     wait_seconds=min(self.wait_seconds, self.poll_slice),
                     types=self.types,
                     lease_seconds=self.lease_seconds,
+                    request_id=request_id,
                 )
                 failures = 0
+                request_id = None
             except TransientError as exc:
                 if self._stop_requested():
                     break
                 failures += 1
                 delay = min(self.max_backoff, 0.25 * 2**failures)
+                if exc.retry_after is not None:  # the server's word, within our own cap
+                    delay = max(delay, min(exc.retry_after, self.max_backoff))
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
                 self._pause(delay)
                 continue

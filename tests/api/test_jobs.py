@@ -126,14 +126,21 @@ def test_fail_not_retryable_fails_at_once(producer, worker):
     assert failed.json["retry_count"] == 0
 
 
-def test_completed_job_cannot_be_completed_again(producer, worker):
+def test_completed_job_cannot_be_completed_again(producer, worker, keys):
+    """The same complete sent again (its answer lost) answers as the first did and changes nothing; any
+    other report with that token, or by another worker, is refused (docs/operations.md#outages)."""
     enqueue(producer)
     held = claim(worker).json
     body = {"lease_token": held["lease_token"]}
-    assert worker.post(f"/jobs/{held['id']}/complete", json=body).status_code == 200
-    again = worker.post(f"/jobs/{held['id']}/complete", json=body)
-    assert again.status_code == 409
-    assert again.json["type"].endswith("/not-lease-holder")
+    first = worker.post(f"/jobs/{held['id']}/complete", json={**body, "result": {"n": 1}})
+    assert first.status_code == 200
+    again = worker.post(f"/jobs/{held['id']}/complete", json={**body, "result": {"n": 2}})
+    assert again.status_code == 200 and again.json == first.json
+    other = keys.worker("worker-2").post(f"/jobs/{held['id']}/complete", json=body)
+    assert other.status_code == 409
+    assert other.json["type"].endswith("/not-lease-holder")
+    wrong = worker.post(f"/jobs/{held['id']}/complete", json={"lease_token": "f" * 32})
+    assert wrong.status_code == 409
 
 
 def test_complete_unknown_job_is_404(worker):
@@ -360,8 +367,8 @@ def test_healthz_503_when_database_file_is_gone(app, client, backend, tmp_path):
     path.unlink()
     path.mkdir()  # a folder where the file was: sqlite cannot open it
     response = client.get("/healthz")
-    assert response.status_code == 503
-    assert response.json == {"status": "unavailable"}
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert response.json == {"status": "unavailable", "detail": "the database is unreachable"}
 
 
 def test_heartbeat_extends_the_lease_for_the_holder_only(producer, worker, keys):

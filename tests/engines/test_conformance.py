@@ -160,8 +160,11 @@ def test_reports_are_fenced_by_worker_and_lease_token(engine):
         later(21),
         None,
     )
-    assert engine.complete(job.id, "w1", held.lease_token, now=later(22), result_json=None) == Unchanged(done)
+    # The same report again answers as the first did, and changes nothing (docs/operations.md#outages).
+    assert engine.complete(job.id, "w1", held.lease_token, now=later(22), result_json=None) == done
+    assert engine.complete(job.id, "w2", held.lease_token, now=later(22), result_json=None) == Unchanged(done)
     assert history(engine, job.id)[-1] == ("completed", "w1", 1)
+    assert [e for e, _, _ in history(engine, job.id)].count("completed") == 1
 
 
 def test_an_expired_lease_is_settled_by_the_next_claim_and_the_old_holder_fenced(engine):

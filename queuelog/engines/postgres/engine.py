@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
+from psycopg.errors import UniqueViolation
 from sqlalchemy import event
 
 from queuelog.db import Database, DatabaseUnavailable
@@ -29,9 +30,11 @@ from queuelog.engines.postgres.sql import (
     CANCEL_HELD,
     CLAIM,
     CLAIM_IN_ORDER,
+    CLAIM_REQUEST,
     COMPLETE,
     COMPLETE_MANY,
     DIALECT,
+    DROP_CLAIM_REQUESTS,
     EXPIRE,
     EXPIRE_CANCELLED,
     EXPIRE_CANCELLED_FLOW,
@@ -43,6 +46,7 @@ from queuelog.engines.postgres.sql import (
     HEARTBEAT,
     INSERT,
     INSERT_IDEMPOTENT,
+    KEEP_CLAIM_REQUEST,
     LEASE_DUE,
     LOCK_LIMITED,
     MINUTE,
@@ -50,7 +54,9 @@ from queuelog.engines.postgres.sql import (
     PROGRESS,
     PRUNE,
     PRUNE_THROUGHPUT,
+    REPORTED,
     REQUEST_CANCEL,
+    REQUESTED,
     RETRY,
     SETTLE_AND_LOCK,
     SNOOZE,
@@ -106,17 +112,24 @@ def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+KEEP = (DROP_CLAIM_REQUESTS, KEEP_CLAIM_REQUEST)  # after a claim with a request id, in its transaction
+
+
 def _claim_under_lock(
-    conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]
+    conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any], keep: Sequence[str] = ()
 ) -> tuple[list[Any], bool]:
-    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, look
-    whether a job in a workflow has an expired lease (those are settled apart: docs/workflows.md), commit."""
+    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, (keep its
+    request id), look whether a job in a workflow has an expired lease (those are settled apart:
+    docs/workflows.md), commit."""
     conn.execute("BEGIN")
     conn.execute(lock, params)
     cur.execute(statement, params)
+    rows = cur.fetchall() if keep else None  # the kept request names the claimed jobs' token
+    for step in keep:
+        conn.execute(step, params)
     due = conn.execute(FLOW_LEASE_DUE, params)
     conn.execute("COMMIT")
-    return cur.fetchall(), bool(due.fetchone()[0])
+    return (rows if rows is not None else cur.fetchall()), bool(due.fetchone()[0])
 
 
 _PLAIN = {
@@ -148,22 +161,44 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         row = cur.execute(GET, {"id": job_id}).fetchone()
         return None if row is None else decode_job(row)
 
-    def _guarded(self, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
+    def _reported(self, cur: Any, job_id: int, worker: str, token: str) -> JobRecord | Unchanged:
+        """A report (complete, fail) its guard refused: the job as it is, as if the report succeeded when
+        it repeats the one that ended the attempt (docs/operations.md#outages), else Unchanged."""
+        row = cur.execute(REPORTED, {"id": job_id, "worker": worker, "token": token}).fetchone()
+        if row is None:
+            return Unchanged(None)
+        job = decode_job(row[:-1])
+        return job if row[-1] else Unchanged(job)
+
+    def _report(self, statement: str, params: dict[str, Any]) -> JobRecord | Unchanged:
+        """``_guarded`` for a report (complete, fail): a repeat of the report that ended the attempt
+        answers the job as it is."""
+        return self._guarded(statement, params, report=True)
+
+    def _refused(self, cur: Any, params: dict[str, Any], report: bool) -> JobRecord | Unchanged:
+        if report:
+            return self._reported(cur, params["id"], params["worker"], params["token"])
+        return Unchanged(self._locate(cur, params["id"]))
+
+    def _guarded(
+        self, statement: str, params: dict[str, Any], *, report: bool = False
+    ) -> JobRecord | Unchanged:
         """Run a guarded, self-logging statement on job ``params["id"]``: the job as changed, or
-        Unchanged with the job as it is. A transition (one of ``_PLAIN``) runs as it is for a job outside
-        every workflow; for a job in one, in a transaction that settles what it implies."""
+        Unchanged with the job as it is (for a ``report``, see ``_reported``). A transition (one of
+        ``_PLAIN``) runs as it is for a job outside every workflow; for a job in one, in a transaction
+        that settles what it implies."""
         quick = _PLAIN.get(statement)
         with self.db.cursor(write=True, autocommit=True) as cur:
             row = cur.execute(quick or statement, params).fetchone()
             if row is not None:
                 return decode_job(row)
             job = self._locate(cur, params["id"])
-        if quick is None or job is None or not (job.in_workflow or job.depends_on is not None):
-            return Unchanged(job)
+            if quick is None or job is None or not (job.in_workflow or job.depends_on is not None):
+                return self._refused(cur, params, report) if report else Unchanged(job)
         with self.db.cursor(write=True) as cur:
             row = cur.execute(statement, params).fetchone()
             if row is None:
-                return Unchanged(self._locate(cur, params["id"]))
+                return self._refused(cur, params, report)
             job = decode_job(row)
             if statement is RETRY:
                 self._settle(cur, params["now"], [], reopened=[job])
@@ -221,6 +256,37 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
+    ) -> Claimed:
+        if request_id is not None:
+            earlier = self._requested(worker, request_id, now)
+            if earlier is not None:
+                return earlier
+            try:
+                return self._claim(worker, now, lease_seconds, limit, types, backoff, request_id)
+            except UniqueViolation:  # the same request at the same moment: the one that won answers
+                return self._requested(worker, request_id, now) or Claimed([], [])
+        return self._claim(worker, now, lease_seconds, limit, types, backoff, None)
+
+    def _requested(self, worker: str, request_id: str, now: datetime) -> Claimed | None:
+        """The jobs leased by ``worker``'s earlier claim with ``request_id``, while its lease lasts."""
+        asked = {"worker": worker, "request_id": request_id, "now": now}
+        with self.db.cursor() as cur:
+            earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
+            if earlier is None:
+                return None
+            rows = cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall()
+        return Claimed(sorted(map(decode_job, rows), key=claim_order), [])
+
+    def _claim(
+        self,
+        worker: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+        request_id: str | None,
     ) -> Claimed:
         params = {
             "now": now,
@@ -243,8 +309,13 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             # (docs/flow-control.md). Pipelined, so that the claim stays one round trip; BEGIN and COMMIT
             # by hand, which costs less than psycopg's transaction blocks (an error leaves the transaction
             # to the cursor's rollback). One statement fewer is worth about 0.1 ms of client CPU.
+            keep = KEEP if request_id is not None else ()
+            if keep:
+                params["request_id"] = request_id
             with conn.pipeline():
-                tagged, due = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params)
+                tagged, due = _claim_under_lock(
+                    conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params, keep
+                )
             rows = [row[1:] for row in tagged if row[0] == "claimed"]
             expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
             if due:  # jobs in a workflow: settled with what their ends imply, in a transaction of their own
@@ -252,9 +323,11 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             if len(rows) < limit and any(job.status == "pending" for job in expired):
                 # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
                 # as on SQLite, the claim that settles a lease may hand the job out again.
-                params.update(limit=limit - len(rows), token=secrets.token_hex(16))
+                params.update(limit=limit - len(rows))
+                if not keep:  # a request id's jobs share one token (its kept request names it)
+                    params.update(token=secrets.token_hex(16))
                 with conn.pipeline():
-                    tagged, _ = _claim_under_lock(conn, cur, lock, statement, params)
+                    tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, keep)
                 rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
@@ -298,7 +371,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             "now": now,
             "result": bind_json(result_json),
         }
-        return self._guarded(COMPLETE, params)
+        return self._report(COMPLETE, params)
 
     @retry_aborted
     def complete_many(
@@ -309,6 +382,13 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             rows = cur.execute(_PLAIN_COMPLETE_MANY, params).fetchall()
             done = {job.id: job for job in map(decode_job, rows)}
             rest = {i: self._locate(cur, i) for i, _, _ in items if i not in done}
+            # A job outside every workflow that the statement refused: a repeated report answers it.
+            reported = {
+                i: self._reported(cur, i, worker, token)
+                for i, token, _ in items
+                if i not in done
+                and not ((job := rest[i]) and (job.in_workflow or job.depends_on is not None))
+            }
         flow = [
             item
             for item in items
@@ -322,8 +402,10 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 settled = [decode_job(row) for row in rows]
                 self._settle(cur, now, settled)
                 done.update((job.id, job) for job in settled)
-                rest.update((i, self._locate(cur, i)) for i, _, _ in flow if i not in done)
-        return [done[i] if i in done else Unchanged(rest[i]) for i, _, _ in items]
+                reported.update(
+                    (i, self._reported(cur, i, worker, token)) for i, token, _ in flow if i not in done
+                )
+        return [done[i] if i in done else reported[i] for i, _, _ in items]
 
     @retry_aborted
     def fail(
@@ -348,7 +430,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             "cap": backoff.cap,
             "jitter": backoff.rand(),
         }
-        return self._guarded(FAIL, params)
+        return self._report(FAIL, params)
 
     @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:

@@ -196,14 +196,15 @@ _DONE = (
     " lease_expires_at = NULL"
 )
 COMPLETE = (
-    f"WITH d AS (UPDATE jobs SET {_DONE}, result = %(result)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
+    f"WITH d AS (UPDATE jobs SET {_DONE}, result = %(result)s, reported_token = %(token)s WHERE {_HOLDER}"
+    f" RETURNING {JOB_COLUMNS}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
 # One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name,
 # under the same holder guard as a single complete. `id = ANY(ids)` reaches them by primary key rather
 # than through every running job.
 COMPLETE_MANY = (
-    f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb"
+    f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb, reported_token = b.token"
     " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
     " WHERE jobs.id = ANY(%(ids)s::bigint[]) AND jobs.id = b.id AND jobs.status = 'running'"
     " AND jobs.worker_id = %(worker)s"
@@ -222,8 +223,8 @@ FAIL = (
     f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE %(now)s END,"
     f" available_at = CASE WHEN {_RETRY} THEN %(now)s + {_BACKOFF.format(jitter='%(jitter)s')} ELSE %(now)s END,"
     " cancel_requested_at = NULL, cancel_requested_by = NULL,"
-    " updated_at = %(now)s, error = %(error)s, lease_token = NULL, lease_expires_at = NULL"
-    f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
+    " updated_at = %(now)s, error = %(error)s, reported_token = %(token)s, lease_token = NULL,"
+    f" lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}),"
     f" e AS ({_EVENT}CASE status WHEN 'pending' THEN 'retry_scheduled' WHEN 'cancelled' THEN 'cancelled'"
     " ELSE 'failed' END, %(worker)s,"
     " CASE WHEN status = 'pending' THEN retry_count ELSE retry_count + 1 END, %(error)s FROM f)"
@@ -311,6 +312,30 @@ SNOOZE = (
 # -- reads --------------------------------------------------------------------------------------------
 
 GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s"
+# A report its guard refused: the job, and whether the refused report repeats the one that ended the
+# attempt (the same worker and lease token, the job no longer running): then it answers as that one did.
+REPORTED = (
+    f"SELECT {JOB_COLUMNS}, coalesce(reported_token = %(token)s AND worker_id = %(worker)s"
+    " AND status <> 'running', false) FROM jobs WHERE id = %(id)s"
+)
+# Claim request ids (docs/operations.md#outages): the token a worker's earlier claim with this id leased
+# its jobs under, while that lease lasts, and the jobs still running under it. In the claim's transaction:
+# the request kept when the claim leased anything (a second claim with the same id at the same moment
+# fails on the key, and answers the first one's jobs), and the requests whose leases are over dropped.
+CLAIM_REQUEST = (
+    "SELECT token FROM claim_requests WHERE worker = %(worker)s AND request_id = %(request_id)s"
+    " AND expires_at > %(now)s"
+)
+REQUESTED = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE lease_token = %(token)s AND status = 'running'"
+    " AND worker_id = %(worker)s AND lease_expires_at > %(now)s"
+)
+DROP_CLAIM_REQUESTS = "DELETE FROM claim_requests WHERE expires_at <= %(now)s"
+KEEP_CLAIM_REQUEST = (
+    "INSERT INTO claim_requests (worker, request_id, token, expires_at) SELECT %(worker)s::text,"
+    " %(request_id)s::text, %(token)s::text, %(expires)s::timestamptz WHERE EXISTS (SELECT 1 FROM jobs"
+    " WHERE lease_token = %(token)s::text AND status = 'running')"
+)
 EVENTS = "SELECT id, at, event, actor, attempt, error FROM job_events WHERE job_id = %(job_id)s ORDER BY id"
 _MINE = {False: "", True: " AND owner = %(owner)s"}
 COUNTS = {

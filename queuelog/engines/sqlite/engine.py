@@ -39,9 +39,11 @@ from queuelog.engines.sqlite.sql import (
     CLAIM_BY_TYPE,
     CLAIM_IN_ORDER,
     CLAIM_PROBE,
+    CLAIM_REQUEST,
     COMPLETE,
     COMPLETE_MANY,
     DIALECT,
+    DROP_CLAIM_REQUESTS,
     EVENT,
     EXPIRE,
     EXPIRE_CANCELLED,
@@ -51,6 +53,7 @@ from queuelog.engines.sqlite.sql import (
     HEARTBEAT,
     INSERT,
     INSERT_IDEMPOTENT,
+    KEEP_CLAIM_REQUEST,
     LEASE_DUE,
     MINUTE,
     PICK,
@@ -59,7 +62,9 @@ from queuelog.engines.sqlite.sql import (
     PRUNE_DEPENDENCIES,
     PRUNE_HISTORY,
     PRUNE_THROUGHPUT,
+    REPORTED,
     REQUEST_CANCEL,
+    REQUESTED,
     RETRY,
     SET_AVAILABLE,
     SNOOZE,
@@ -100,6 +105,15 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         """Run a guarded UPDATE of job ``params["id"]``: the job as changed, or Unchanged with it as it is."""
         row = first_row(cur.execute(statement, params))
         return decode_job(row) if row is not None else Unchanged(self._locate(cur, params["id"]))
+
+    def _reported(self, cur: Any, job_id: int, worker: str, token: str) -> JobRecord | Unchanged:
+        """A report (complete, fail) its guard refused: the job as it is, as if the report succeeded when
+        it repeats the one that ended the attempt (docs/operations.md#outages), else Unchanged."""
+        row = cur.execute(REPORTED, {"id": job_id, "worker": worker, "token": token}).fetchone()
+        if row is None:
+            return Unchanged(None)
+        job = decode_job(row[:-1])
+        return job if row[-1] else Unchanged(job)
 
     def insert(
         self, owner: str, jobs: Sequence[NewJob], now: datetime, *, scope: str | None = None
@@ -145,6 +159,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> Claimed:
         ts = bind_time(now)
         params = {
@@ -157,6 +172,12 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         if types:
             params["types"] = json.dumps(list(types))
         with self.db.cursor(write=True) as cur:
+            if request_id is not None:  # the writer's lock: no other claim with this id runs meanwhile
+                asked = {"worker": worker, "request_id": request_id, "now": ts}
+                earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
+                if earlier is not None:
+                    rows = cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall()
+                    return Claimed(sorted(map(decode_job, rows), key=claim_order), [])
             due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
             # First: a job settled here may be claimed at once.
             expired = self._expire(cur, now, backoff) if due else []
@@ -169,6 +190,9 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             if limited and jobs:
                 cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
             _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
+            if request_id is not None and jobs:
+                cur.execute(DROP_CLAIM_REQUESTS, {"now": ts})
+                cur.execute(KEEP_CLAIM_REQUEST, {**params, "request_id": request_id})
         return Claimed(jobs, expired)
 
     def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
@@ -194,11 +218,13 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         ts = bind_time(now)
         params = {"id": job_id, "worker": worker, "token": token, "now": ts, "result": result_json}
         with self.db.cursor(write=True) as cur:
-            job = self._guarded(cur, COMPLETE, params)
-            if not isinstance(job, Unchanged):
-                _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
-                if job.in_workflow:
-                    self._settle(cur, now, [job])
+            row = first_row(cur.execute(COMPLETE, params))
+            if row is None:
+                return self._reported(cur, job_id, worker, token)
+            job = decode_job(row)
+            _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
+            if job.in_workflow:
+                self._settle(cur, now, [job])
         return job
 
     def complete_many(
@@ -210,7 +236,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             done = {job.id: job for job in map(decode_job, rows)}
             _log(cur, [(job.id, ts, "completed", worker, job.retry_count + 1, None) for job in done.values()])
             self._after(cur, now, list(done.values()))
-            return [done[i] if i in done else Unchanged(self._locate(cur, i)) for i, _, _ in items]
+            return [done[i] if i in done else self._reported(cur, i, worker, token) for i, token, _ in items]
 
     def fail(
         self,
@@ -226,10 +252,10 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         ts = bind_time(now)
         params = {"id": job_id, "worker": worker, "token": token, "now": ts, "retryable": int(retryable)}
         with self.db.cursor(write=True) as cur:
-            job = self._guarded(cur, FAIL, {**params, "error": error})
-            if isinstance(job, Unchanged):
-                return job
-            job = self._push_back(cur, job, now, backoff)
+            row = first_row(cur.execute(FAIL, {**params, "error": error}))
+            if row is None:
+                return self._reported(cur, job_id, worker, token)
+            job = self._push_back(cur, decode_job(row), now, backoff)
             if job.status == "pending":  # retry_count already counts the attempt that failed
                 _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
             else:  # failed, or cancelled when that was requested (docs/running-jobs.md)

@@ -141,13 +141,14 @@ CLAIM_PROBE = f"SELECT EXISTS ({LEASE_DUE}), EXISTS ({LIMITED}), EXISTS ({WAITIN
 SET_AVAILABLE = "UPDATE jobs SET available_at = :available_at WHERE id = :id"
 COMPLETE = (
     "UPDATE jobs SET status = 'completed', result = :result, error = NULL, finished_at = :now, updated_at = :now,"
-    f" lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    f" reported_token = :token, lease_token = NULL, lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
 # A whole batch in one statement: the items arrive as one JSON array of [id, lease_token, result] and
 # are joined to the jobs they name by primary key (the "+" keeps the status index out of it).
 COMPLETE_MANY = (
     "UPDATE jobs SET status = 'completed', result = b.result, error = NULL, finished_at = :now, updated_at = :now,"
-    " lease_token = NULL, lease_expires_at = NULL FROM (SELECT json_extract(value, '$[0]') AS id,"
+    " reported_token = b.token, lease_token = NULL, lease_expires_at = NULL FROM (SELECT"
+    " json_extract(value, '$[0]') AS id,"
     " json_extract(value, '$[1]') AS token, json_extract(value, '$[2]') AS result FROM json_each(:items)) AS b"
     " WHERE jobs.id = b.id AND +jobs.status = 'running' AND +jobs.worker_id = :worker"
     " AND jobs.lease_token = b.token RETURNING " + ", ".join(f"jobs.{c}" for c in JOB_FIELDS)
@@ -166,8 +167,8 @@ FAIL = (
     f" retry_count = CASE WHEN {_RETRY} THEN retry_count + 1 ELSE retry_count END,"
     f" finished_at = CASE WHEN {_RETRY} THEN NULL ELSE :now END,"
     " cancel_requested_at = NULL, cancel_requested_by = NULL,"
-    " available_at = :now, updated_at = :now, error = :error, lease_token = NULL, lease_expires_at = NULL"
-    f" WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
+    " available_at = :now, updated_at = :now, error = :error, reported_token = :token, lease_token = NULL,"
+    f" lease_expires_at = NULL WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 )
 # A waiting job (docs/workflows.md) is cancelled like a pending one.
 _CANCEL = (
@@ -250,6 +251,25 @@ def bind_items(items: Sequence[tuple[int, str, str | None]]) -> dict[str, str]:
 
 
 GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
+# A report its guard refused: the job, and whether the refused report repeats the one that ended the
+# attempt (the same worker and lease token, the job no longer running): then it answers as that one did.
+REPORTED = (
+    f"SELECT {JOB_COLUMNS}, coalesce(reported_token = :token AND worker_id = :worker AND status <> 'running', 0)"
+    " FROM jobs WHERE id = :id"
+)
+# Claim request ids (docs/operations.md#outages): the token a worker's earlier claim with this id leased
+# its jobs under, while that lease lasts; the jobs still running under it; the request kept after a claim
+# that leased anything, and the requests whose leases are over dropped.
+CLAIM_REQUEST = "SELECT token FROM claim_requests WHERE worker = :worker AND request_id = :request_id AND expires_at > :now"
+REQUESTED = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE lease_token = :token AND status = 'running' AND worker_id = :worker"
+    " AND lease_expires_at > :now"
+)
+DROP_CLAIM_REQUESTS = "DELETE FROM claim_requests WHERE expires_at <= :now"
+KEEP_CLAIM_REQUEST = (
+    "INSERT INTO claim_requests (worker, request_id, token, expires_at) VALUES (:worker, :request_id, :token,"
+    " :expires)"
+)
 
 
 @lru_cache(maxsize=64)
