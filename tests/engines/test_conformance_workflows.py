@@ -372,3 +372,32 @@ def test_complete_many_completes_members_dependents_and_plain_jobs_alike(engine)
     [again] = claim(engine, limit=1)  # the dependent (lower id than the callback): a job with a dependency
     [done] = engine.complete_many("w", [(again.id, again.lease_token, None)], now=NOW)
     assert done.status == "completed" and plain.id in [j.id for j in held]
+
+
+@pytest.mark.parametrize("how", ["complete", "fail", "complete_many"])
+def test_a_report_repeated_for_a_job_in_a_workflow_answers_as_the_first_and_settles_once(engine, how):
+    """A complete or fail sent again with its lease token (its answer was lost: docs/operations.md#outages)
+    answers the job as the first did, also for a job with dependents, whose first report settled them:
+    the dependent is released (or cancelled) once, and the repeat writes nothing."""
+    [(a, _)] = engine.insert("alice", [new(max_retries=0)], NOW)
+    [(b, _)] = engine.insert("alice", [after(new(), a.id)], NOW)
+    [held] = claim(engine)
+
+    def report():
+        if how == "complete":
+            return engine.complete(a.id, "w", held.lease_token, now=later(1), result_json=None)
+        if how == "complete_many":
+            [job] = engine.complete_many("w", [(a.id, held.lease_token, None)], now=later(1))
+            return job
+        return engine.fail(
+            a.id, "w", held.lease_token, now=later(1), error="boom", retryable=False, backoff=NO_WAIT
+        )
+
+    first, again = report(), report()
+    assert not isinstance(first, Unchanged) and not isinstance(again, Unchanged)
+    assert again.status == first.status == ("failed" if how == "fail" else "completed")
+    expected = ("cancelled", f"job {a.id}") if how == "fail" else ("released", "system")
+    assert history(engine, b.id) == [("enqueued", "alice"), expected]
+    assert [e for e, _ in history(engine, a.id)].count(first.status) == 1
+    stranger = engine.complete(a.id, "w2", held.lease_token, now=later(2), result_json=None)
+    assert isinstance(stranger, Unchanged)  # another worker's repeat is refused as before
