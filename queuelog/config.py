@@ -127,6 +127,23 @@ class Boolean:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """One of a few words."""
+
+    words: tuple[str, ...]
+
+    @property
+    def accepts(self) -> str:
+        return "one of " + ", ".join(self.words)
+
+    def __call__(self, value: Any) -> str:
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word not in self.words:
+            raise ValueError(value)
+        return word
+
+
+@dataclass(frozen=True)
 class Duration:
     """``45s``, ``30m``, ``12h``, ``7d``, ``2w`` or plain seconds; an override may give a timedelta."""
 
@@ -258,7 +275,15 @@ class Settings(Mapping[str, Any]):
     db_max_overflow: int = setting(20, Integer(0))
     sqlite_busy_timeout_ms: int = setting(30000, Integer(0))
     auto_upgrade: bool | None = setting(None, Boolean())  # None: upgrade SQLite by itself, never PostgreSQL
+    # Wake-ups of waiting long polls (docs/operations.md#wake-ups): signals between the processes (LISTEN/
+    # NOTIFY on PostgreSQL, datagrams on SQLite) and a safety-net probe every WAKEUP_SAFETY_NET seconds;
+    # or poll, a probe every LONG_POLL_INTERVAL (PgBouncer in transaction mode).
+    wakeups: str = setting("signal", Choice(("signal", "poll")))
+    wakeup_safety_net: float = setting(5.0, Seconds(0, above=True))
     long_poll_interval: float = setting(0.2, Seconds(0, above=True))
+    # Long polls one process lets wait at once; beyond, a claim that finds nothing answers at once with
+    # Retry-After. Keep it below gunicorn's threads (queuelog/gunicorn_conf.py).
+    max_waiting_polls: int = setting(200, Integer(0))
     max_snoozes: int = setting(50, Integer(0))  # how often one job may be snoozed (docs/running-jobs.md)
     retention: timedelta | None = setting(None, Duration())  # e.g. 7d: prune finished jobs older than this
     prune_interval: float = setting(3600.0, Seconds(0, above=True))

@@ -9,7 +9,6 @@ error redaction, metrics, long-poll wake-ups, and the exceptions the faces trans
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -30,6 +29,7 @@ from queuelog.queue.longpoll import LongPolls
 from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
+from queuelog.queue.wakeups import Wakeups
 from queuelog.redact import redact_error
 
 MAX_ERROR_CHARS = 4096
@@ -55,6 +55,9 @@ class Queue(LongPolls, RunningJobs):
         rand: Callable[[], float] = random.random,
         poll_interval: float = 0.2,
         max_snoozes: int = 50,
+        wakeups: str = "signal",
+        safety_net: float = 5.0,
+        max_waiting: int = 200,
     ):
         self.db = db
         self.engine = engine_for(db)
@@ -64,9 +67,28 @@ class Queue(LongPolls, RunningJobs):
         self.clock = clock
         self.rand = rand
         self.types = JobTypeRules(db)
-        self.poll_interval = poll_interval
         self.max_snoozes = max_snoozes
-        self._arrivals = threading.Condition()
+        self.wakeups = Wakeups(
+            db,
+            self.has_work,
+            mode=wakeups,
+            safety_net=safety_net,
+            poll_interval=poll_interval,
+            max_waiting=max_waiting,
+        )
+
+    def ready(self, jobs: Iterable[JobRecord]) -> None:
+        """Wake-ups for ``jobs`` that are pending after a commit: now, or when they come due."""
+        due: dict[tuple[str, float | None], int] = {}
+        now = self.clock()  # the due times go by this queue's clock, made Unix times of this machine
+        for job in jobs:
+            if job.status != "pending":
+                continue
+            delay = (job.available_at - now).total_seconds()
+            key = (job.type, time.time() + delay if delay > 0 else None)
+            due[key] = due.get(key, 0) + 1
+        for (name, at), count in due.items():
+            self.wakeups.ready((name,), due=at, count=count)
 
     def _backoff(self) -> Backoff:
         return Backoff(self.backoff_base, self.backoff_max, self.rand)
@@ -90,7 +112,7 @@ class Queue(LongPolls, RunningJobs):
         created = sum(1 for _, new in out if new)
         if created:
             metrics.ENQUEUED.inc(created)
-            self._notify_arrival()
+            self.ready(job for job, new in out if new)
         return out
 
     # -- claim --------------------------------------------------------------------------------------
@@ -120,6 +142,8 @@ class Queue(LongPolls, RunningJobs):
         metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
         metrics.CLAIMED.inc(len(claimed.jobs))
         _count_expired(claimed.expired)
+        if claimed.expired:
+            self.ready(claimed.expired)
         return claimed.jobs
 
     # -- the holder's reports -----------------------------------------------------------------------
@@ -191,6 +215,7 @@ class Queue(LongPolls, RunningJobs):
         job = self._held(job_id, outcome)
         if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
             (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+        self.ready([job])
         return job
 
     # -- leases -------------------------------------------------------------------------------------
@@ -199,6 +224,7 @@ class Queue(LongPolls, RunningJobs):
         """Settle every job whose lease has run out; returns them as they now are."""
         expired = self.engine.expire(now=self.clock(), backoff=self._backoff())
         _count_expired(expired)
+        self.ready(expired)
         return expired
 
     # -- people's actions ---------------------------------------------------------------------------
@@ -224,7 +250,7 @@ class Queue(LongPolls, RunningJobs):
                 raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
             raise InvalidState(Code.NOT_RETRYABLE, job_id=job_id, status=outcome.job.status)
         metrics.RETRIED.inc()
-        self._notify_arrival()
+        self.ready([outcome])
         return outcome
 
     # -- retention ----------------------------------------------------------------------------------
