@@ -130,6 +130,7 @@ SLOW_PATHS = (
     "test_flow_control_servers.py",
     "test_bench.py",
     "api/test_long_poll.py",
+    "queue/test_wakeups.py",
 )
 # Fixtures that start servers or processes: a test that uses one is slow wherever it is.
 SLOW_FIXTURES = {"live_server", "server", "served", "workers", "fake_worker"}

@@ -68,9 +68,14 @@ class Queue(LongPolls, RunningJobs):
         self.rand = rand
         self.types = JobTypeRules(db)
         self.max_snoozes = max_snoozes
+        engine = self.engine  # the probe holds no reference to the queue: its threads must let go of it
+
+        def probe(types: list[str] | None) -> bool:
+            return engine.claimable(now=clock(), types=types)
+
         self.wakeups = Wakeups(
             db,
-            self.has_work,
+            probe,
             mode=wakeups,
             safety_net=safety_net,
             poll_interval=poll_interval,

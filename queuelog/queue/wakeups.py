@@ -256,6 +256,7 @@ class Wakeups:
             self._waiters.clear()
             self._stop = threading.Event()
             stop = self._stop
+            self._next_probe = time.monotonic() + self.poll_interval
         # The threads hold this object weakly: they end within a second or two of its last user (an app
         # of the test suite, say) letting go of it.
         ref = weakref.ref(self)
@@ -334,6 +335,7 @@ class Wakeups:
         """The listener (re)connected: what was notified while it was away is found by claiming."""
         with self._lock:
             self._listening = True
+            self._next_probe = time.monotonic() + self.safety_net
             count = len(self._waiters) or 1
         self._local(None, None, count=count)
 
@@ -350,6 +352,14 @@ class Wakeups:
         except ValueError:
             due = None
         self._local(frozenset((name,)) if name else None, due)
+
+
+_SOCKETS = itertools.count()
+_BOUND: set[str] = set()  # the sockets this process has bound (by name)
+
+
+def _bound_here(name: str) -> bool:
+    return name in _BOUND
 
 
 _TURN = 2.0  # the longest a wake-up thread waits before it looks whether its ``Wakeups`` is still used
@@ -433,7 +443,8 @@ class _Signal:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         self.folder = folder
         self.pid = os.getpid()
-        self.path = os.path.join(folder, f"{self.pid}.sock")
+        # By process id and a count: two queues of one process (tests, a command) signal each other too.
+        self.path = os.path.join(folder, f"{self.pid}-{next(_SOCKETS)}.sock")
         self.sock: socket.socket | None = None
         self.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.out.setblocking(False)
@@ -445,16 +456,20 @@ class _Signal:
         """Receive signals from now on (a process with waiting long polls)."""
         if self.sock is not None:
             return
-        try:
-            os.unlink(self.path)  # left by a process that had this id before
-        except FileNotFoundError:
-            pass
+        for name in os.listdir(self.folder):  # left by a process that had this id before
+            if name.startswith(f"{self.pid}-") and not _bound_here(name):
+                try:
+                    os.unlink(os.path.join(self.folder, name))
+                except FileNotFoundError:
+                    pass
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(self.path)
+        _BOUND.add(os.path.basename(self.path))
         sock.settimeout(_TURN / 2)
         self.sock = sock
 
     def unbind(self) -> None:
+        _BOUND.discard(os.path.basename(self.path))
         if self.sock is not None:
             self.sock.close()
             self.sock = None
