@@ -69,11 +69,15 @@ def test_scheduled_pruning_runs_in_the_app(app, backend, tmp_path):
     q = app.extensions["queuelog"]["queue"]
     job_id = _finish(q, "completed")
     stop = threading.Event()
-    start_maintenance(app, q, timedelta(seconds=0), interval=0.05, stop=stop)
+    thread = start_maintenance(app, q, timedelta(seconds=0), interval=0.05, stop=stop)
     deadline = time.monotonic() + 10
     while q.get(job_id) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     stop.set()
+    # Joined before the test ends, so that its connections are closed before the database is dropped
+    # (a thread left running would hold a PostgreSQL connection that only the garbage collector closes).
+    thread.join(5)
+    assert not thread.is_alive()
     assert q.get(job_id) is None
     assert json.dumps(q.list_jobs()) == "[]"
 
