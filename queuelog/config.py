@@ -40,6 +40,7 @@ OTHER_VARIABLES = frozenset(
         "QUEUELOG_WORKER_KEY",
         "QUEUELOG_KEY",
         "QUEUELOG_TEST_POSTGRES_URL",
+        "QUEUELOG_TEST_POSTGRES_SCHEMA",
         "QUEUELOG_REQUIRE_BROWSER",
         "QUEUELOG_SCREENSHOT_DIR",
     }
@@ -274,6 +275,8 @@ class Settings(Mapping[str, Any]):
     db_pool_size: int = setting(10, Integer(1))
     db_max_overflow: int = setting(20, Integer(0))
     sqlite_busy_timeout_ms: int = setting(30000, Integer(0))
+    # psycopg's prepared statements: off behind PgBouncer in transaction mode (docs/operations.md#pgbouncer).
+    db_prepared_statements: bool = setting(True, Boolean())
     auto_upgrade: bool | None = setting(None, Boolean())  # None: upgrade SQLite by itself, never PostgreSQL
     # Wake-ups of waiting long polls (docs/operations.md#wake-ups): signals between the processes (LISTEN/
     # NOTIFY on PostgreSQL, datagrams on SQLite) and a safety-net probe every WAKEUP_SAFETY_NET seconds;

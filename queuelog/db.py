@@ -57,6 +57,7 @@ class Database:
         max_overflow: int = 20,
         busy_timeout_ms: int = 30000,
         password_hash: str = "scrypt",
+        prepared_statements: bool = True,
     ):
         self.url = make_url(url)
         # How queuelog.access.auth hashes the passwords it stores in this database (QUEUELOG_PASSWORD_HASH).
@@ -77,8 +78,14 @@ class Database:
             # No pre-ping: it would add a round trip to every operation. A connection that died with the
             # server fails its next use once (503, which workers retry) and is dropped from the pool.
             # Logged errors leave out bound parameters: they may hold payloads or lease tokens.
+            # Without prepared statements behind PgBouncer in transaction mode (docs/operations.md#pgbouncer):
+            # a statement prepared on one server connection is unknown to the next.
             self.engine = create_engine(
-                self.url, pool_size=pool_size, max_overflow=max_overflow, hide_parameters=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=max_overflow,
+                hide_parameters=True,
+                connect_args={} if prepared_statements else {"prepare_threshold": None},
             )
         else:
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")

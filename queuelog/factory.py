@@ -73,6 +73,7 @@ def register_extensions(app: Flask) -> None:
             max_overflow=config["DB_MAX_OVERFLOW"],
             busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
             password_hash=config["PASSWORD_HASH"],
+            prepared_statements=config["DB_PREPARED_STATEMENTS"],
         )
     except DatabaseUnusable as exc:
         raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1

@@ -58,6 +58,16 @@ def _table(rows: list[dict[str, Any]]) -> str:
                     else ")"
                 )
             )
+        elif row["scenario"] == "pickup":
+            lines.append(
+                f"{head} p50 {row['p50_ms']:.1f} ms  p90 {row['p90_ms']:.1f} ms  max {row['max_ms']:.1f} ms"
+            )
+        elif row["scenario"] == "idle":
+            lines.append(
+                f"{head} {row['transactions_per_s']:.2f} transactions/s  server CPU {row['server_cpu_percent']:.1f}%"
+                f"  GET /jobs p50 {row['get_jobs_p50_ms']:.1f} ms  max {row['get_jobs_max_ms']:.1f} ms"
+                f"  ({row['retry_after_answers']} Retry-After answers, {row['errors']} errors)"
+            )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
@@ -77,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "scenario",
-        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "all"],
-        help="what to measure; all runs every scenario",
+        choices=["core", "flow", "blocked", "price", "backlog", "http", "pages", "pickup", "all"],
+        help="what to measure; all runs every scenario but pickup",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
@@ -119,8 +129,35 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="price: interleaved rounds, each figure their median (default 3)",
     )
+    parser.add_argument(
+        "--samples", type=int, default=100, help="pickup: pickups timed per setup (default 100)"
+    )
+    parser.add_argument(
+        "--waiting",
+        type=int,
+        default=500,
+        help="pickup: workers waiting on one server in the idle figures, on PostgreSQL (default 500; 0: none)",
+    )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="pickup: run the servers from this checkout (e.g. main's, for a before/after), default this one",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    if args.scenario == "pickup":
+        from queuelog.bench.pickup import ROOT, scenario_idle, scenario_pickup
+
+        code = (args.code or ROOT).resolve()
+        with tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp:
+            rows = scenario_pickup(
+                Path(tmp), code, args.postgres_url, samples=args.samples, sqlite=args.sqlite
+            )
+            if args.postgres_url and args.waiting:
+                rows.append(scenario_idle(Path(tmp), code, args.postgres_url, waiting=args.waiting))
+        print(json.dumps(rows, indent=2) if args.json else _table(rows))
+        return 0
 
     use_clock(args.clock)
     rows: list[dict[str, Any]] = []
