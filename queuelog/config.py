@@ -286,7 +286,7 @@ class Settings(Mapping[str, Any]):
     long_poll_interval: float = setting(0.2, Seconds(0, above=True))
     # Long polls one process lets wait at once; beyond, a claim that finds nothing answers at once with
     # Retry-After. Keep it below gunicorn's threads (queuelog/gunicorn_conf.py).
-    max_waiting_polls: int = setting(200, Integer(0))
+    max_waiting_polls: int = setting(500, Integer(0))
     max_snoozes: int = setting(50, Integer(0))  # how often one job may be snoozed (docs/running-jobs.md)
     retention: timedelta | None = setting(None, Duration())  # e.g. 7d: prune finished jobs older than this
     prune_interval: float = setting(3600.0, Seconds(0, above=True))

@@ -14,7 +14,7 @@ operating system or the database lets go of when its holder dies, so a crashed l
   one database elect separately.
 
 The leader keeps its lock or lease; the others try again at every tick and take over within one interval
-of the leader stopping (PostgreSQL: of its lease running out). See docs/concepts.md#retention.
+of the leader stopping (PostgreSQL: of its lease running out, within 4/3 of ``LEASE_SECONDS``). See docs/concepts.md#retention.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Leadership:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
         if self._valid_until:
-            self._valid_until = 0.0
+            self._valid_until = self._renewed = 0.0
             try:
                 with self.db.cursor(write=True) as cur:
                     cur.execute(_PG_DROP_LEASE, {"name": _LEASE_NAME, "holder": self.holder})
@@ -100,8 +100,10 @@ class Leadership:
 
     def _try_lease(self) -> bool:
         now = time.monotonic()
-        if self._valid_until > now and now - self._renewed < self.lease_seconds / 3:
-            return True  # renewed lately: no statement at every tick
+        if now - self._renewed < self.lease_seconds / 3:
+            # Renewed (or found taken) lately: no statement at every tick. A leader renews every third
+            # of its lease; another process looks as often, so it takes over within 4/3 of a lease.
+            return self._valid_until > now
         self._renewed = now
         try:
             with self.db.cursor(write=True) as cur:

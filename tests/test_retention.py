@@ -88,12 +88,14 @@ def test_one_process_of_the_cluster_is_the_maintenance_leader(app):
 
     db = app.extensions["queuelog"]["db"]
     other = Database(str(db.url.render_as_string(hide_password=False)))  # as another app process would
-    first, second = Leadership(db), Leadership(other)
+    # PostgreSQL: a lease of 0.6 s, so that the follower looks again (every third of a lease) soon.
+    first, second = Leadership(db, lease_seconds=0.6), Leadership(other, lease_seconds=0.6)
     try:
         assert first.try_acquire() is True
         assert second.try_acquire() is False
         assert first.try_acquire() is True  # a leader stays the leader
-        first.release()  # the leader stops (or dies: the lock goes with its file or connection)
+        first.release()  # the leader stops (or dies: the lock goes with its file, the lease runs out)
+        time.sleep(0.25)
         assert second.try_acquire() is True
         assert first.try_acquire() is False
     finally:
@@ -121,7 +123,8 @@ def test_a_postgresql_leader_that_dies_is_replaced_when_its_lease_runs_out(app, 
         while not second.try_acquire():
             assert time.monotonic() - started < 5
             time.sleep(0.05)
-        assert 0.5 < time.monotonic() - started < 2.0  # once the lease ran out, not before
+        # Once the lease ran out, not before; a follower looks every third of a lease.
+        assert 0.5 < time.monotonic() - started < 2.0
         assert first.try_acquire() is False
         with db.cursor() as cur:
             cur.execute("SELECT holder FROM leader_leases")

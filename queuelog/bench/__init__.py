@@ -61,10 +61,14 @@ def _table(rows: list[dict[str, Any]]) -> str:
         elif row["scenario"] == "pickup":
             lines.append(
                 f"{head} p50 {row['p50_ms']:.1f} ms  p90 {row['p90_ms']:.1f} ms  max {row['max_ms']:.1f} ms"
+                f"  (from the enqueue's request: p50 {row['from_request_p50_ms']:.1f}"
+                f"  p90 {row['from_request_p90_ms']:.1f} ms)"
             )
         elif row["scenario"] == "idle":
             lines.append(
                 f"{head} {row['transactions_per_s']:.2f} transactions/s  server CPU {row['server_cpu_percent']:.1f}%"
+                f" (nobody waiting: {row['nobody_waiting_transactions_per_s']:.2f}/s,"
+                f" {row['nobody_waiting_cpu_percent']:.1f}%)"
                 f"  GET /jobs p50 {row['get_jobs_p50_ms']:.1f} ms  max {row['get_jobs_max_ms']:.1f} ms"
                 f"  ({row['retry_after_answers']} Retry-After answers, {row['errors']} errors)"
             )

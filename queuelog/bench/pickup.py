@@ -137,6 +137,9 @@ class Server:
         self.log_file.close()
 
 
+GET_TIMEOUT = 20.0  # idle: how long a producer's GET /jobs may take before it counts as unanswered
+
+
 def _request(conn: http.client.HTTPConnection, method: str, path: str, key: str, body: Any = None):
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
@@ -145,18 +148,21 @@ def _request(conn: http.client.HTTPConnection, method: str, path: str, key: str,
     return response.status, response.headers, data
 
 
-def _pickups(claim_port: int, enqueue_port: int, keys: dict[str, Any], samples: int) -> list[float]:
-    """Seconds from each enqueue's answer to the waiting claim's answer."""
+def _pickups(
+    claim_port: int, enqueue_port: int, keys: dict[str, Any], samples: int
+) -> tuple[list[float], list[float]]:
+    """Seconds from each enqueue's answer (and from its request) to the waiting claim's answer."""
     worker = http.client.HTTPConnection("127.0.0.1", claim_port, timeout=60)
     producer = http.client.HTTPConnection("127.0.0.1", enqueue_port, timeout=60)
     key = keys["workers"][0]
     _request(worker, "POST", "/jobs/claim", key, {"wait_seconds": 0.2})  # the process starts its wake-ups
     _request(producer, "GET", "/healthz", keys["producer"])
-    out: list[float] = []
+    after_answer: list[float] = []
+    after_request: list[float] = []
     for i in range(samples + 3):
         answered: list[float] = []
 
-        def claim() -> None:
+        def claim(answered: list[float] = answered) -> None:
             status, _, _ = _request(
                 worker, "POST", "/jobs/claim", key, {"wait_seconds": 20, "types": ["bench"]}
             )
@@ -166,16 +172,19 @@ def _pickups(claim_port: int, enqueue_port: int, keys: dict[str, Any], samples: 
         thread = threading.Thread(target=claim)
         thread.start()
         time.sleep(random.uniform(0.03, 0.08))  # the long poll is waiting by now
+        sent = time.perf_counter()
         status, _, _ = _request(producer, "POST", "/jobs", keys["producer"], {"type": "bench"})
         enqueued = time.perf_counter()
         assert status == 201, status
         thread.join(30)
         if i >= 3:  # the first few warm the connections and caches
-            out.append(max(0.0, answered[0] - enqueued))
+            # The claim may answer before the enqueue's own answer is read: 0 then.
+            after_answer.append(max(0.0, answered[0] - enqueued))
+            after_request.append(answered[0] - sent)
         progress("pickup", i + 1, samples + 3)
     worker.close()
     producer.close()
-    return out
+    return after_answer, after_request
 
 
 def _figures(seconds: list[float]) -> dict[str, float]:
@@ -233,8 +242,11 @@ def scenario_pickup(
             servers.append(Server(code, url, folder / f"pickup-{len(rows)}-a.log", workers=1))
             if two:
                 servers.append(Server(code, url, folder / f"pickup-{len(rows)}-b.log", workers=1))
-            seconds = _pickups(servers[0].port, servers[-1].port, keys, samples)
-            rows.append({"scenario": "pickup", "engine": engine, "operation": label, **_figures(seconds)})
+            seconds, from_request = _pickups(servers[0].port, servers[-1].port, keys, samples)
+            sent = {f"from_request_{name}": value for name, value in _figures(from_request).items()}
+            rows.append(
+                {"scenario": "pickup", "engine": engine, "operation": label, **_figures(seconds), **sent}
+            )
         finally:
             for server in servers:
                 server.stop()
@@ -244,7 +256,7 @@ def scenario_pickup(
 
 
 def scenario_idle(
-    folder: Path, code: Path, postgres_url: str, *, waiting: int = 500, window: float = 8.0
+    folder: Path, code: Path, postgres_url: str, *, waiting: int = 500, window: float = 6.0
 ) -> dict[str, Any]:
     """``waiting`` workers long-poll one server with nothing to do."""
     url, name = _pg_database(postgres_url)
@@ -275,29 +287,40 @@ def scenario_idle(
                     stop.wait(float(headers["Retry-After"]))
             conn.close()
 
+        time.sleep(2)
+        # The same window with nobody waiting: what the server and the database do anyway (the maintenance
+        # thread's schedule tick, autovacuum of the new database).
+        base_commits, base_cpu, at = _commits(postgres_url, name), server.cpu_seconds(), time.monotonic()
+        time.sleep(window)
+        base_elapsed = time.monotonic() - at
+        base_commits = _commits(postgres_url, name) - base_commits
+        base_cpu = server.cpu_seconds() - base_cpu
         threads = [
             threading.Thread(target=work, args=(keys["workers"][0],), daemon=True) for _ in range(waiting)
         ]
         started = time.monotonic()
         for thread in threads:
             thread.start()
-        time.sleep(max(0.0, started + 4 - time.monotonic()))  # every long poll is waiting by now
+        time.sleep(max(0.0, started + 7 - time.monotonic()))  # every long poll is waiting by now
         commits, cpu, at = _commits(postgres_url, name), server.cpu_seconds(), time.monotonic()
         time.sleep(window)
         elapsed = time.monotonic() - at
         commits = _commits(postgres_url, name) - commits
         cpu = server.cpu_seconds() - cpu
-        producer = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         latencies = []
         for _ in range(10):
+            producer = http.client.HTTPConnection("127.0.0.1", port, timeout=GET_TIMEOUT)
             begun = time.perf_counter()
             try:
                 status, _, _ = _request(producer, "GET", "/jobs?limit=20", keys["producer"])
             except OSError:
                 status = 0
+            finally:
+                producer.close()
             latencies.append(time.perf_counter() - begun if status == 200 else float("inf"))
+            if status != 200:
+                break  # no answer within GET_TIMEOUT: the figure is "more than that"
             time.sleep(0.2)
-        producer.close()
         ordered = sorted(latencies)
         return {
             "scenario": "idle",
@@ -305,6 +328,8 @@ def scenario_idle(
             "operation": f"{waiting} waiting workers",
             "transactions_per_s": commits / elapsed,
             "server_cpu_percent": cpu / elapsed * 100,
+            "nobody_waiting_transactions_per_s": base_commits / base_elapsed,
+            "nobody_waiting_cpu_percent": base_cpu / base_elapsed * 100,
             "get_jobs_p50_ms": statistics.median(ordered) * 1000,
             "get_jobs_max_ms": ordered[-1] * 1000,
             "retry_after_answers": answers["retry_after"],

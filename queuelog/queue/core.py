@@ -57,7 +57,7 @@ class Queue(LongPolls, RunningJobs):
         max_snoozes: int = 50,
         wakeups: str = "signal",
         safety_net: float = 5.0,
-        max_waiting: int = 200,
+        max_waiting: int = 500,
     ):
         self.db = db
         self.engine = engine_for(db)

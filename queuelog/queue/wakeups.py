@@ -83,7 +83,7 @@ class Wakeups:
         mode: str = "signal",
         safety_net: float = 5.0,
         poll_interval: float = 0.2,
-        max_waiting: int = 200,
+        max_waiting: int = 500,
     ):
         if mode not in MODES:
             raise ValueError(f"wake-up mode {mode!r}: use one of {MODES}")
