@@ -169,3 +169,21 @@ def test_many_waiting_long_polls_do_not_delay_a_producer(keys, live_server):
         assert sorted(times)[5] < 0.2, times
         assert max(times) < 1.0, times
         assert {p.result().status_code for p in polls} == {204}
+
+
+def test_the_worker_client_waits_as_long_as_retry_after_asks(keys, live_server):
+    """A server with no room for waiting long polls answers at once with Retry-After; queuelog-worker's
+    client waits that long itself before it claims again, instead of asking again at once."""
+    from queuelog.worker.client import QueueClient
+
+    server = live_server(workers=1, threads=4, env={"QUEUELOG_MAX_WAITING_POLLS": "0"})
+    client = QueueClient(server.url, keys.raw("worker", "w"))
+    try:
+        start = time.monotonic()
+        assert client.claim(limit=1, wait_seconds=3) == []  # Retry-After: 1
+        assert 0.9 < time.monotonic() - start < 2.5
+        start = time.monotonic()
+        assert client.claim(limit=1, wait_seconds=0.5) == []  # never longer than the long poll asked for
+        assert 0.4 < time.monotonic() - start < 1.5
+    finally:
+        client.transport.close()
