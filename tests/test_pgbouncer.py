@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,33 @@ def test_the_conformance_suite_and_the_two_server_tests_pass_through_pgbouncer(p
     assert passed >= 100, summary  # the suite ran, not a handful of tests
     assert "prepared statement" not in result.stdout
     Path(tmp_path / "summary.txt").write_text(summary)
+
+
+def test_a_listener_behind_pgbouncer_in_transaction_mode_notices_and_polls(pgbouncer):
+    """Signals left on (the setting forgotten): the listener finds that its own notification never comes
+    back, says so, and the process probes every QUEUELOG_LONG_POLL_INTERVAL; a job is still picked up."""
+    from queuelog.db import Database
+    from queuelog.queue import JobSpec, Queue
+
+    url, _ = pgbouncer
+    db, other = Database(url, prepared_statements=False), Database(url, prepared_statements=False)
+    db.upgrade()
+    q = Queue(db, wakeups="signal", poll_interval=0.1, safety_net=60)
+    enqueuing = Queue(other, wakeups="poll")  # another process: its enqueue reaches q by the database alone
+    try:
+        with q.wakeups.waiting(["email"]):
+            time.sleep(4)  # the listener's check takes up to 3 s
+            assert not q.wakeups.listening
+        q.types.seed("email")
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(q.claim_wait, "w", wait_seconds=10, types=["email"])
+            time.sleep(0.3)
+            enqueuing.enqueue("alice", JobSpec(type="email", payload={}, payload_json="{}"))
+            started = time.monotonic()
+            assert len(future.result(timeout=15)) == 1
+            assert time.monotonic() - started < 1.0  # the probe, 0.1 s apart, not the 60 s safety net
+    finally:
+        q.wakeups.stop()
+        enqueuing.wakeups.stop()
+        db.dispose()
+        other.dispose()

@@ -29,6 +29,7 @@ import heapq
 import itertools
 import logging
 import os
+import secrets
 import socket
 import tempfile
 import threading
@@ -346,6 +347,8 @@ class Wakeups:
 
     def _received(self, payload: str) -> None:
         """One signal: ``"<due epoch> <type>"`` (an empty type: any)."""
+        if payload.startswith("hello "):
+            return  # a listener's own check that notifications reach it
         due_text, _, name = payload.partition(" ")
         try:
             due = float(due_text)
@@ -362,7 +365,8 @@ def _bound_here(name: str) -> bool:
     return name in _BOUND
 
 
-_TURN = 2.0  # the longest a wake-up thread waits before it looks whether its ``Wakeups`` is still used
+_TURN = 2.0
+_HELLO_SECONDS = 3.0  # how long a new listener waits for its own first notification  # the longest a wake-up thread waits before it looks whether its ``Wakeups`` is still used
 
 
 def _clock(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
@@ -384,6 +388,24 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
             with conn.cursor() as cur:
                 schema = cur.execute("SELECT current_schema()").fetchone()[0]
                 cur.execute(f'LISTEN "{channel_name(schema)}"')
+            # Does a notification from another connection reach this one? Not through PgBouncer in
+            # transaction mode, where the LISTEN stays behind on a server connection that others use:
+            # then say so, and poll.
+            hello = f"hello {secrets.token_hex(8)}"
+            with hub.db.cursor() as other:
+                other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), hello))
+            heard, deadline = False, time.monotonic() + _HELLO_SECONDS
+            while not heard and (left := deadline - time.monotonic()) > 0:
+                for note in conn.notifies(timeout=left, stop_after=1):
+                    heard = heard or note.payload == hello
+                    hub._received(note.payload)
+            if not heard:
+                log.warning(
+                    "wake-up notifications do not reach this process (PgBouncer in transaction mode?):"
+                    " probing every QUEUELOG_LONG_POLL_INTERVAL instead; set QUEUELOG_WAKEUPS=poll"
+                    " (docs/operations.md#pgbouncer)"
+                )
+                return
             failures = 0
             hub._connected()
             del hub
