@@ -40,6 +40,7 @@ OTHER_VARIABLES = frozenset(
         "QUEUELOG_WORKER_KEY",
         "QUEUELOG_KEY",
         "QUEUELOG_TEST_POSTGRES_URL",
+        "QUEUELOG_TEST_POSTGRES_SCHEMA",
         "QUEUELOG_REQUIRE_BROWSER",
         "QUEUELOG_PG_BIN",
         "QUEUELOG_SCREENSHOT_DIR",
@@ -125,6 +126,23 @@ class Boolean:
         if word in FALSE_WORDS:
             return False
         raise ValueError(value)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a few words."""
+
+    words: tuple[str, ...]
+
+    @property
+    def accepts(self) -> str:
+        return "one of " + ", ".join(self.words)
+
+    def __call__(self, value: Any) -> str:
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word not in self.words:
+            raise ValueError(value)
+        return word
 
 
 @dataclass(frozen=True)
@@ -266,7 +284,15 @@ class Settings(Mapping[str, Any]):
     db_statement_timeout: float = setting(30.0, Seconds(0))
     db_prepared_statements: bool = setting(True, Boolean())
     auto_upgrade: bool | None = setting(None, Boolean())  # None: upgrade SQLite by itself, never PostgreSQL
+    # Wake-ups of waiting long polls (docs/operations.md#wake-ups): signals between the processes (LISTEN/
+    # NOTIFY on PostgreSQL, datagrams on SQLite) and a safety-net probe every WAKEUP_SAFETY_NET seconds;
+    # or poll, a probe every LONG_POLL_INTERVAL (PgBouncer in transaction mode).
+    wakeups: str = setting("signal", Choice(("signal", "poll")))
+    wakeup_safety_net: float = setting(5.0, Seconds(0, above=True))
     long_poll_interval: float = setting(0.2, Seconds(0, above=True))
+    # Long polls one process lets wait at once; beyond, a claim that finds nothing answers at once with
+    # Retry-After. Keep it below gunicorn's threads (queuelog/gunicorn_conf.py).
+    max_waiting_polls: int = setting(500, Integer(0))
     max_snoozes: int = setting(50, Integer(0))  # how often one job may be snoozed (docs/running-jobs.md)
     retention: timedelta | None = setting(None, Duration())  # e.g. 7d: prune finished jobs older than this
     prune_interval: float = setting(3600.0, Seconds(0, above=True))

@@ -87,6 +87,9 @@ def register_extensions(app: Flask) -> None:
         backoff_max=config["RETRY_BACKOFF_MAX"],
         poll_interval=config["LONG_POLL_INTERVAL"],
         max_snoozes=config["MAX_SNOOZES"],
+        wakeups=config["WAKEUPS"],
+        safety_net=config["WAKEUP_SAFETY_NET"],
+        max_waiting=config["MAX_WAITING_POLLS"],
     )
     from queuelog.queue.admin import AdminStore
     from queuelog.queue.schedules import Schedules

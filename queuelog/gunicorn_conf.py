@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 
-from queuelog.config import Integer, check_environment
+from queuelog.config import Integer, check_environment, read_settings
 
 # The master checks the app's settings before it forks a worker: a bad value stops it with one line
 # (a worker that exits is only started again), and an unknown QUEUELOG_* name is warned about once (the
@@ -29,11 +29,18 @@ def _count(variable: str, default: int) -> int:
 
 
 bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
-# gthread: each worker process serves several requests at once, so a long poll (up to 20 s) waits in one
-# thread while the others keep answering, and keep-alive connections are kept (the sync worker closes them).
+# gthread: each worker process serves several requests at once, and keep-alive connections are kept (the
+# sync worker closes them). A waiting long poll (up to 20 s) sleeps in a thread of its own, holding no
+# database connection and running no query (queuelog/queue/wakeups.py): each process has
+# QUEUELOG_MAX_WAITING_POLLS threads for them on top of QUEUELOG_THREADS for every other request, so that
+# waiting workers never take a page's or an API call's thread (docs/operations.md#wake-ups). Beyond that
+# many, a claim that finds nothing answers at once with Retry-After.
 worker_class = "gthread"
 workers = _count("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count()))
-threads = _count("QUEUELOG_THREADS", 8)  # keep QUEUELOG_DB_POOL_SIZE >= threads
+threads = (
+    _count("QUEUELOG_THREADS", 8) + read_settings()["MAX_WAITING_POLLS"]
+)  # DB_POOL_SIZE >= QUEUELOG_THREADS
+worker_connections = max(1000, threads + 100)  # connections a process keeps open: a thread each, and more
 timeout = 60  # above the longest long poll (20 s)
 graceful_timeout = 30
 keepalive = 15
@@ -74,6 +81,7 @@ __all__ = [  # what gunicorn reads, and what `from queuelog.gunicorn_conf import
     "worker_class",
     "workers",
     "threads",
+    "worker_connections",
     "timeout",
     "graceful_timeout",
     "keepalive",

@@ -7,11 +7,14 @@ operating system or the database lets go of when its holder dies, so a crashed l
 
 - SQLite: an exclusive, non-blocking ``flock`` on ``<database>.maintenance-lock`` (every app process that
   uses a SQLite file runs on the machine that holds it);
-- PostgreSQL: a session-level advisory lock, held on one connection of its own for as long as the leader
-  lives, keyed by the schema so that two queuelog installations in one database elect separately.
+- PostgreSQL: a lease row in ``leader_leases`` (migration 0012), taken or renewed by one statement that
+  reads the database's clock. No session state is involved, so the election works through PgBouncer in
+  transaction mode (docs/operations.md#pgbouncer), and a leader that dies without a word is replaced once
+  its lease has run out (``LEASE_SECONDS``). Each schema has its own table: two queuelog installations in
+  one database elect separately.
 
-The leader keeps its lock; the others try again at every tick and take over within one interval of the
-leader stopping. See docs/concepts.md#retention.
+The leader keeps its lock or lease; the others try again at every tick and take over within one interval
+of the leader stopping (PostgreSQL: of its lease running out, within 4/3 of ``LEASE_SECONDS``). See docs/concepts.md#retention.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import fcntl
 import logging
 import os
 import random
+import secrets
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -29,38 +34,54 @@ from queuelog.db import Database
 
 log = logging.getLogger("queuelog.maintenance")
 
-_PG_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext('queuelog-maintenance:' || current_schema()))"
+LEASE_SECONDS = 30.0  # how long a PostgreSQL leader's lease lasts; renewed when a third of it has passed
+_LEASE_NAME = "maintenance"
+# Take the lease if it is free or has run out, or renew it if it is ours: a row back means we hold it.
+_PG_TAKE_LEASE = (
+    "INSERT INTO leader_leases (name, holder, expires_at)"
+    " VALUES (%(name)s, %(holder)s, now() + make_interval(secs => %(seconds)s))"
+    " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
+    " WHERE leader_leases.holder = EXCLUDED.holder OR leader_leases.expires_at < now()"
+    " RETURNING holder"
+)
+_PG_DROP_LEASE = "DELETE FROM leader_leases WHERE name = %(name)s AND holder = %(holder)s"
 
 
 class Leadership:
     """One process's claim to be the maintenance leader of its database."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, *, lease_seconds: float = LEASE_SECONDS):
         self.db = db
         self._fd: int | None = None  # SQLite: the locked file
-        self._conn: Any = None  # PostgreSQL: the connection holding the advisory lock
+        # PostgreSQL: who we are in leader_leases, and until when (this process's clock) we may act on
+        # the lease we last took or renewed; 0: we hold none.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.lease_seconds = lease_seconds
+        self._valid_until = 0.0
+        self._renewed = 0.0
 
     @property
     def held(self) -> bool:
-        return self._fd is not None or self._conn is not None
+        return self._fd is not None or self._valid_until > time.monotonic()
 
     def try_acquire(self) -> bool:
         """Become the leader if nobody is; True while this process is the leader."""
         if self.db.dialect == "sqlite":
             return self._try_file_lock()
-        return self._try_advisory_lock()
+        return self._try_lease()
 
     def release(self) -> None:
-        """Step down (the lock also goes when the process or its connection dies)."""
+        """Step down (the lock also goes when the process dies; a lease when it runs out)."""
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
-        if self._conn is not None:
+        if self._valid_until:
+            self._valid_until = self._renewed = 0.0
             try:
-                self._conn.close()  # ends the session, and with it the advisory lock
-            except Exception:  # already broken: the lock is gone with it
+                with self.db.cursor(write=True) as cur:
+                    cur.execute(_PG_DROP_LEASE, {"name": _LEASE_NAME, "holder": self.holder})
+            except Exception:  # unreachable: the lease runs out by itself
                 pass
-            self._conn = None
 
     def _try_file_lock(self) -> bool:
         if self._fd is not None:
@@ -77,29 +98,24 @@ class Leadership:
         self._fd = fd
         return True
 
-    def _try_advisory_lock(self) -> bool:
-        if self._conn is not None:
-            try:  # still connected means still holding the lock
-                with self._conn.cursor() as cur:
-                    cur.execute("SELECT 1")
-                return True
-            except Exception:
-                self.release()
-        conn = self.db.engine.raw_connection()
-        dbapi = conn.driver_connection
-        conn.detach()  # this connection leaves the pool for good: it carries the lock
+    def _try_lease(self) -> bool:
+        now = time.monotonic()
+        if now - self._renewed < self.lease_seconds / 3:
+            # Renewed (or found taken) lately: no statement at every tick. A leader renews every third
+            # of its lease; another process looks as often, so it takes over within 4/3 of a lease.
+            return self._valid_until > now
+        self._renewed = now
         try:
-            dbapi.autocommit = True
-            with dbapi.cursor() as cur:
-                cur.execute(_PG_TRY_LOCK)
-                won = bool(cur.fetchone()[0])
+            with self.db.cursor(write=True) as cur:
+                params = {"name": _LEASE_NAME, "holder": self.holder, "seconds": self.lease_seconds}
+                won = bool(cur.execute(_PG_TAKE_LEASE, params).fetchall())
         except Exception:
-            conn.close()
+            # Unreachable: act on the lease no longer than it surely lasts (it was renewed before ``now``).
+            if self._valid_until <= time.monotonic():
+                self._valid_until = 0.0
             raise
-        if won:
-            self._conn = dbapi
-        else:
-            conn.close()
+        # The lease runs from the database's now(), a moment after ``now`` here: act on it a little less.
+        self._valid_until = now + self.lease_seconds * 0.9 if won else 0.0
         return won
 
 

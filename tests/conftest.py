@@ -34,6 +34,15 @@ from queuelog.queue.admin import AdminStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
+# Through PgBouncer in transaction mode (tests/test_pgbouncer.py runs the suite so): a schema made
+# beforehand, which the pooler's connect_query puts on the search path, and no prepared statements.
+PG_SCHEMA = os.environ.get("QUEUELOG_TEST_POSTGRES_SCHEMA")
+PG_PREPARED = os.environ.get("QUEUELOG_DB_PREPARED_STATEMENTS", "true").lower() not in (
+    "false",
+    "0",
+    "no",
+    "off",
+)
 ADMIN_PASSWORD = "admin-password-for-tests"
 # One cheap hash instead of scrypt (~0.4 s each): nearly every test makes users. Set in the environment, so
 # that the servers, workers and commands the tests start in subprocesses hash cheaply too.
@@ -64,7 +73,7 @@ class PostgresBackend:
     def __init__(self, url: str, schema: str):
         self.url = url
         self.schema = schema
-        self.engine = create_engine(url)
+        self.engine = create_engine(url, connect_args={} if PG_PREPARED else {"prepare_threshold": None})
 
     def fresh_url(self, folder: Path) -> str:
         with self.engine.begin() as conn:
@@ -130,6 +139,8 @@ SLOW_PATHS = (
     "test_flow_control_servers.py",
     "test_bench.py",
     "api/test_long_poll.py",
+    "queue/test_wakeups.py",
+    "test_pgbouncer.py",
 )
 # Fixtures that start servers or processes: a test that uses one is slow wherever it is.
 SLOW_FIXTURES = {"live_server", "server", "served", "workers", "fake_worker"}
@@ -205,6 +216,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def postgresql_backend():
     if not PG_URL:
         pytest.skip(f"PostgreSQL tests: {PG_HOWTO}")
+    if PG_SCHEMA:  # through PgBouncer: its connect_query puts this schema on the search path
+        db = Database(PG_URL, prepared_statements=PG_PREPARED)
+        db.upgrade()
+        db.dispose()
+        backend = PostgresBackend(PG_URL, PG_SCHEMA)
+        yield backend
+        backend.engine.dispose()
+        return
     schema = f"queuelog_test_{os.getpid()}_{secrets.token_hex(3)}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

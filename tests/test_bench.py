@@ -174,3 +174,18 @@ def test_workflows_scenario_prints_its_rows():
         timeout=300,
     )
     assert table.returncode == 0 and table.stdout.count("workflows sqlite") == 2
+
+
+def test_pickup_scenario():
+    rows = run_bench(
+        "pickup", "--samples", "3", "--waiting", "20", *(["--postgres-url", PG_URL] if PG_URL else [])
+    )
+    pickups = [row for row in rows if row["scenario"] == "pickup"]
+    expected = ["one process", "two gunicorn processes"] + (["one process", "two servers"] if PG_URL else [])
+    assert [row["operation"] for row in pickups] == expected
+    for row in pickups:
+        assert 0 <= row["p50_ms"] <= row["p90_ms"] <= row["max_ms"] < 5000
+    if PG_URL:
+        idle = rows[-1]
+        assert idle["scenario"] == "idle" and idle["errors"] == 0
+        assert idle["get_jobs_max_ms"] < 5000 and idle["transactions_per_s"] >= 0

@@ -7,6 +7,8 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from queuelog.queue import JobSpec, Queue
 
 
@@ -86,14 +88,47 @@ def test_one_process_of_the_cluster_is_the_maintenance_leader(app):
 
     db = app.extensions["queuelog"]["db"]
     other = Database(str(db.url.render_as_string(hide_password=False)))  # as another app process would
-    first, second = Leadership(db), Leadership(other)
+    # PostgreSQL: a lease of 0.6 s, so that the follower looks again (every third of a lease) soon.
+    first, second = Leadership(db, lease_seconds=0.6), Leadership(other, lease_seconds=0.6)
     try:
         assert first.try_acquire() is True
         assert second.try_acquire() is False
         assert first.try_acquire() is True  # a leader stays the leader
-        first.release()  # the leader stops (or dies: the lock goes with its file or connection)
+        first.release()  # the leader stops (or dies: the lock goes with its file, the lease runs out)
+        time.sleep(0.25)
         assert second.try_acquire() is True
         assert first.try_acquire() is False
+    finally:
+        first.release()
+        second.release()
+        other.dispose()
+
+
+def test_a_postgresql_leader_that_dies_is_replaced_when_its_lease_runs_out(app, backend):
+    """The election holds no session state (it works through PgBouncer in transaction mode): a leader
+    that vanishes without stepping down keeps the role only until its lease runs out."""
+    if backend.name != "postgresql":
+        pytest.skip("SQLite's leader holds an flock, which its process's death lets go of")
+    from queuelog.db import Database
+    from queuelog.maintenance import Leadership
+
+    db = app.extensions["queuelog"]["db"]
+    other = Database(str(db.url.render_as_string(hide_password=False)))
+    first, second = Leadership(db, lease_seconds=1.0), Leadership(other, lease_seconds=1.0)
+    try:
+        assert first.try_acquire() is True
+        assert second.try_acquire() is False
+        first._valid_until = 0.0  # it dies: no release, its row stays behind
+        started = time.monotonic()
+        while not second.try_acquire():
+            assert time.monotonic() - started < 5
+            time.sleep(0.05)
+        # Once the lease ran out, not before; a follower looks every third of a lease.
+        assert 0.5 < time.monotonic() - started < 2.0
+        assert first.try_acquire() is False
+        with db.cursor() as cur:
+            cur.execute("SELECT holder FROM leader_leases")
+            assert cur.fetchall() == [(second.holder,)]
     finally:
         first.release()
         second.release()

@@ -5,6 +5,7 @@ for with ``Prefer: return=minimal`` are in answers.py with the job's."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from flask import Response, g
@@ -29,6 +30,7 @@ from queuelog.api.render import EMPTY, dumps, json_array, json_object, json_text
 from queuelog.api.shapes import Configured, Field, ListOf, Shape
 from queuelog.queue import JobRecord, QueueError
 from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS, MIN_SNOOZE_SECONDS
+from queuelog.queue.wakeups import WaitingPollsFull
 
 MAX_BATCH_COMPLETE = 100
 MAX_WAIT_SECONDS = 20
@@ -184,17 +186,25 @@ def _answer(text: str, minimal: bool) -> Response:
 )
 def claim(body: dict[str, Any], minimal: bool):
     types, lease, limit, wait = body["types"], body["lease_seconds"], body["limit"], body["wait_seconds"]
-    with queue().claim_request(body["request_id"]):
-        jobs = queue().claim_wait(
-            g.principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
-        )
+    retry_after = None
+    try:
+        with queue().claim_request(body["request_id"]):
+            jobs = queue().claim_wait(
+                g.principal.name, wait_seconds=wait, types=types, limit=limit or 1, lease_seconds=lease
+            )
+    except WaitingPollsFull:  # nothing now, and no room to wait here: ask again later
+        jobs, retry_after = [], str(max(1, min(5, math.ceil(wait / 4))))
     shape, omit = (WORKER_JOB, EMPTY) if minimal else (JOB, _CLAIMED)
     rendered = [render_json(shape, job, omit) for job in jobs]
     if limit is not None:
-        return _answer(json_object({"jobs": json_array(rendered)}), minimal)
-    if not rendered:
-        return Response(status=204)
-    return _answer(rendered[0], minimal)
+        response = _answer(json_object({"jobs": json_array(rendered)}), minimal)
+    elif not rendered:
+        response = Response(status=204)
+    else:
+        return _answer(rendered[0], minimal)
+    if retry_after is not None:
+        response.headers["Retry-After"] = retry_after
+    return response
 
 
 # -- reports ------------------------------------------------------------------------------------------

@@ -63,6 +63,20 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"{head} workflow {row['workflow_ms']:>8.1f} ms  plain {row['plain_ms']:>8.1f} ms"
                 f"  ratio {row['ratio']:.2f}x"
             )
+        elif row["scenario"] == "pickup":
+            lines.append(
+                f"{head} p50 {row['p50_ms']:.1f} ms  p90 {row['p90_ms']:.1f} ms  max {row['max_ms']:.1f} ms"
+                f"  (from the enqueue's request: p50 {row['from_request_p50_ms']:.1f}"
+                f"  p90 {row['from_request_p90_ms']:.1f} ms)"
+            )
+        elif row["scenario"] == "idle":
+            lines.append(
+                f"{head} {row['transactions_per_s']:.2f} transactions/s  server CPU {row['server_cpu_percent']:.1f}%"
+                f" (nobody waiting: {row['nobody_waiting_transactions_per_s']:.2f}/s,"
+                f" {row['nobody_waiting_cpu_percent']:.1f}%)"
+                f"  GET /jobs p50 {row['get_jobs_p50_ms']:.1f} ms  max {row['get_jobs_max_ms']:.1f} ms"
+                f"  ({row['retry_after_answers']} Retry-After answers, {row['errors']} errors)"
+            )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
@@ -93,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             "workflows",
             "all",
             "outage",
+            "pickup",
         ],
         help="what to measure; all runs every scenario but outage (a PostgreSQL of its own, stopped and"
-        " killed under load: docs/operations.md#outages)",
+        " killed under load: docs/operations.md#outages) and pickup",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run (default 5000)")
     parser.add_argument(
@@ -147,6 +162,21 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="outage: first run the server of this other checkout (e.g. the code before a change), then this one",
     )
+    parser.add_argument(
+        "--samples", type=int, default=100, help="pickup: pickups timed per setup (default 100)"
+    )
+    parser.add_argument(
+        "--waiting",
+        type=int,
+        default=500,
+        help="pickup: workers waiting on one server in the idle figures, on PostgreSQL (default 500; 0: none)",
+    )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=None,
+        help="pickup: run the servers from this checkout (e.g. main's, for a before/after), default this one",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.scenario == "outage":
@@ -158,6 +188,18 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps([{"run": label, **result.__dict__} for label, result in results], indent=2))
         for label, result in [] if args.json else results:
             print_outage(result, label)
+        return 0
+    if args.scenario == "pickup":
+        from queuelog.bench.pickup import ROOT, scenario_idle, scenario_pickup
+
+        code = (args.code or ROOT).resolve()
+        with tempfile.TemporaryDirectory(prefix="queuelog-bench-") as tmp:
+            rows = scenario_pickup(
+                Path(tmp), code, args.postgres_url, samples=args.samples, sqlite=args.sqlite
+            )
+            if args.postgres_url and args.waiting:
+                rows.append(scenario_idle(Path(tmp), code, args.postgres_url, waiting=args.waiting))
+        print(json.dumps(rows, indent=2) if args.json else _table(rows))
         return 0
 
     use_clock(args.clock)

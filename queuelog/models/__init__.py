@@ -4,7 +4,7 @@ Job state changes never go through these classes: the queue layer (``queuelog.qu
 guarded SQL. The models serve the admin code, the pages and the migrations' autogenerate check.
 
 One module a topic, all of it importable from here: base.py (column types, constants, ``Base``), people.py,
-jobs.py and schedules.py.
+jobs.py, schedules.py and leases.py.
 """
 
 from queuelog.models.base import (
@@ -31,6 +31,7 @@ from queuelog.models.jobs import (
     JobThroughput,
     JobType,
 )
+from queuelog.models.leases import LeaderLease
 from queuelog.models.people import ApiKey, AuditLog, LoginAttempt, User
 from queuelog.models.schedules import Schedule, ScheduleFire
 
@@ -53,6 +54,7 @@ __all__ = [
     "JobCount",
     "JobEvent",
     "JobThroughput",
+    "LeaderLease",
     "JobType",
     "JsonType",
     "LoginAttempt",

@@ -124,5 +124,5 @@ class Console:
         changed = self.engine.bulk(action, job_ids, actor, now=self.queue.clock(), audit=audit)
         if action == "retry" and changed:
             metrics.RETRIED.inc(len(changed))
-            self.queue._notify_arrival()
+            self.queue.wakeups.ready(None, count=len(changed))
         return changed

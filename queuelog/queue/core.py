@@ -9,7 +9,6 @@ error redaction, metrics, long-poll wake-ups, and the exceptions the faces trans
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from queuelog import metrics
 from queuelog.db import Database
 from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
 from queuelog.engines.records import DependencyMissing
-from queuelog.models import utcnow
+from queuelog.models import FINISHED, utcnow
 from queuelog.queue.errors import (
     Code,
     IdempotencyKeyReused,
@@ -33,6 +32,7 @@ from queuelog.queue.longpoll import LongPolls
 from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
+from queuelog.queue.wakeups import Wakeups
 from queuelog.queue.workflows import Workflows, dependency_refusal
 from queuelog.redact import redact_error
 
@@ -62,6 +62,9 @@ class Queue(LongPolls, RunningJobs, Workflows):
         rand: Callable[[], float] = random.random,
         poll_interval: float = 0.2,
         max_snoozes: int = 50,
+        wakeups: str = "signal",
+        safety_net: float = 5.0,
+        max_waiting: int = 500,
     ):
         self.db = db
         self.engine = engine_for(db)
@@ -71,9 +74,41 @@ class Queue(LongPolls, RunningJobs, Workflows):
         self.clock = clock
         self.rand = rand
         self.types = JobTypeRules(db)
-        self.poll_interval = poll_interval
         self.max_snoozes = max_snoozes
-        self._arrivals = threading.Condition()
+        engine = self.engine  # the probe holds no reference to the queue: its threads must let go of it
+
+        def probe(types: list[str] | None) -> bool:
+            return engine.claimable(now=clock(), types=types)
+
+        self.wakeups = Wakeups(
+            db,
+            probe,
+            mode=wakeups,
+            safety_net=safety_net,
+            poll_interval=poll_interval,
+            max_waiting=max_waiting,
+        )
+
+    def ready(self, jobs: Iterable[JobRecord]) -> None:
+        """Wake-ups for ``jobs`` that are pending after a commit: now, or when they come due."""
+        due: dict[tuple[str, float | None], int] = {}
+        now = self.clock()  # the due times go by this queue's clock, made Unix times of this machine
+        for job in jobs:
+            if job.status != "pending":
+                continue
+            delay = (job.available_at - now).total_seconds()
+            key = (job.type, time.time() + delay if delay > 0 else None)
+            due[key] = due.get(key, 0) + 1
+        for (name, at), count in due.items():
+            self.wakeups.ready((name,), due=at, count=count)
+
+    def followed(self, jobs: Iterable[JobRecord]) -> None:
+        """Wake-ups for what finishing ``jobs`` may have made claimable in the same transaction: their
+        released dependents and their batches' callbacks (docs/workflows.md), of types the queue layer does
+        not see, so any waiting long poll looks. On PostgreSQL those rows notify by themselves."""
+        count = sum(1 for job in jobs if job.in_workflow and job.status in FINISHED)
+        if count:
+            self.wakeups.ready(None, count=count)
 
     def _backoff(self) -> Backoff:
         return Backoff(self.backoff_base, self.backoff_max, self.rand)
@@ -102,7 +137,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
         created = sum(1 for _, new in out if new)
         if created:
             metrics.ENQUEUED.inc(created)
-            self._notify_arrival()
+            self.ready(job for job, new in out if new)
         return out
 
     # -- claim --------------------------------------------------------------------------------------
@@ -135,6 +170,8 @@ class Queue(LongPolls, RunningJobs, Workflows):
         metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
         metrics.CLAIMED.inc(len(claimed.jobs))
         _count_expired(claimed.expired)
+        if claimed.expired:
+            self.ready(claimed.expired)
         return claimed.jobs
 
     @contextmanager
@@ -170,6 +207,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
         outcome = self.engine.complete(job_id, worker, lease_token, now=self.clock(), result_json=result_json)
         job = self._held(job_id, outcome)
         metrics.COMPLETED.inc()
+        self.followed([job])
         return job
 
     def complete_many(
@@ -185,6 +223,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
                 (job_id, self._refusal(job_id, outcome) if isinstance(outcome, Unchanged) else outcome)
             )
         metrics.COMPLETED.inc(sum(1 for outcome in outcomes if not isinstance(outcome, Unchanged)))
+        self.followed(outcome for outcome in outcomes if not isinstance(outcome, Unchanged))
         return out
 
     def heartbeat(
@@ -218,6 +257,8 @@ class Queue(LongPolls, RunningJobs, Workflows):
         job = self._held(job_id, outcome)
         if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
             (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+        self.ready([job])
+        self.followed([job])
         return job
 
     # -- leases -------------------------------------------------------------------------------------
@@ -226,6 +267,8 @@ class Queue(LongPolls, RunningJobs, Workflows):
         """Settle every job whose lease has run out; returns them as they now are."""
         expired = self.engine.expire(now=self.clock(), backoff=self._backoff())
         _count_expired(expired)
+        self.ready(expired)
+        self.followed(expired)
         return expired
 
     # -- people's actions ---------------------------------------------------------------------------
@@ -241,6 +284,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
             if job is None or (owner is not None and job.owner != owner):
                 raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
             raise InvalidState(Code.NOT_CANCELLABLE, job_id=job_id, status=job.status)
+        self.followed([outcome])
         return outcome
 
     def retry(self, job_id: int, actor: str) -> JobRecord:
@@ -252,7 +296,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
                 raise JobNotFound(Code.JOB_NOT_FOUND, job_id=job_id)
             raise InvalidState(Code.NOT_RETRYABLE, job_id=job_id, status=outcome.job.status)
         metrics.RETRIED.inc()
-        self._notify_arrival()
+        self.ready([outcome])
         return outcome
 
     # -- retention ----------------------------------------------------------------------------------

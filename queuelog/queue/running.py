@@ -7,7 +7,7 @@ sees, and the snooze cap. A refusal never tells a worker anything about a job it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from queuelog.engines import Engine, JobRecord, Unchanged
@@ -37,6 +37,7 @@ class RunningJobs:
     clock: Callable[[], datetime]
     lease_seconds: int
     max_snoozes: int
+    ready: Callable[[Iterable[JobRecord]], None]
 
     def _request_cancel(self, job_id: int, actor: str, owner: str | None) -> JobRecord | Unchanged:
         """Ask to cancel a running job; asking again changes nothing and answers the job as it is."""
@@ -115,4 +116,5 @@ class RunningJobs:
         if isinstance(outcome, Unchanged):
             why = InvalidState(Code.SNOOZE_LIMIT, job_id=job_id, limit=self.max_snoozes)
             raise self._refused(job_id, worker, lease_token, outcome, why)
+        self.ready([outcome])  # back to pending, due after the delay (or cancelled: no wake-up)
         return outcome

@@ -232,7 +232,7 @@ class Schedules:
         fired = self.engine.fire_schedule(firing, now=now)
         if fired.job is None:
             raise ScheduleNotFound(name)
-        self.queue._notify_arrival()
+        self.queue.ready([fired.job])
         return fired.job
 
     # -- firing -------------------------------------------------------------------------------------
@@ -296,5 +296,5 @@ class Schedules:
         )  # fmt: skip
         fired = self.engine.fire_schedule(firing, now=now)
         if fired.job is not None:
-            self.queue._notify_arrival()
+            self.queue.ready([fired.job])
         return fired

@@ -33,6 +33,7 @@ from queuelog.queue.errors import (
 )
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
+from queuelog.queue.wakeups import Wakeups
 
 MAX_BATCH_JOBS = 1000
 MAX_DEPENDENCIES = 100
@@ -50,7 +51,7 @@ class Workflows:
     engine: Engine
     clock: Callable[[], datetime]
     types: JobTypeRules
-    _notify_arrival: Callable[[], None]
+    wakeups: Wakeups
 
     def _check_each(self, specs: Sequence[JobSpec], prefix: Callable[[int], str]) -> None:
         """The allowlist's checks of each spec, its refusal naming the item (``jobs[3].type``)."""
@@ -103,7 +104,7 @@ class Workflows:
             ) from None
         if created:
             metrics.ENQUEUED.inc(made.total)
-            self._notify_arrival()
+            self.wakeups.ready(None, count=made.total)
         return made, created
 
     def get_batch(self, batch_id: int, *, owner: str | None = None) -> BatchRecord:
@@ -136,7 +137,7 @@ class Workflows:
         batch = self.engine.retry_batch(batch_id, actor, now=self.clock())
         if batch is None:
             raise JobNotFound(Code.BATCH_NOT_FOUND, batch_id=batch_id)
-        self._notify_arrival()
+        self.wakeups.ready(None, count=batch.total)
         return batch
 
     def add_to_batch(
@@ -157,7 +158,7 @@ class Workflows:
             raise InvalidState(Code.BATCH_FINISHED, batch_id=batch_id)
         assert not isinstance(added, str)
         metrics.ENQUEUED.inc(len(added))
-        self._notify_arrival()
+        self.wakeups.ready(None, count=len(added))
         return added
 
     def dependents(self, job_id: int, *, limit: int = 100) -> list[int]:

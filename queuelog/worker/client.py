@@ -7,9 +7,10 @@ The server reports every error as an RFC 9457 problem document (``type``, ``titl
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from queuelog.wire.transport import NoAnswer, Transport, describe
+from queuelog.wire.transport import Answer, NoAnswer, Transport, describe
 
 __all__ = ["LeaseLost", "QueueClient", "RequestRefused", "TransientError", "describe"]
 
@@ -69,6 +70,10 @@ class QueueClient:
 
         Raises TransientError (no answer, 5xx, 429) or RequestRefused (any other 4xx).
         """
+        return self._send(method, path, body, timeout=timeout).body
+
+    def _send(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Answer:
+        """``request``, answering the whole answer (its status and headers too)."""
         try:
             answer = self.transport.send(method, path, body, timeout=timeout, headers=COMPACT)
         except NoAnswer as exc:
@@ -79,7 +84,7 @@ class QueueClient:
             )
         if answer.status >= 400:
             raise RequestRefused(answer.status, answer.body)
-        return answer.body
+        return answer
 
     def _held_job_request(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A report or heartbeat for a held job: 404 and 409 mean the job is no longer ours, but for a 409
@@ -114,7 +119,13 @@ class QueueClient:
             body["types"] = types
         if lease_seconds:
             body["lease_seconds"] = lease_seconds
-        return self.request("POST", "/jobs/claim", body, timeout=wait_seconds + self.timeout)["jobs"]
+        answer = self._send("POST", "/jobs/claim", body, timeout=wait_seconds + self.timeout)
+        jobs: list[dict[str, Any]] = answer.body["jobs"]
+        if not jobs and wait_seconds > 0 and (pause := _retry_after(answer.headers)):
+            # The server had as many waiting long polls as it allows and answered at once: wait here
+            # instead, as long as it asks (within this long poll's time), before asking again.
+            time.sleep(min(pause, wait_seconds))
+        return jobs
 
     def complete_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Complete held jobs in one request; one result per item, each with its own status (an id and a

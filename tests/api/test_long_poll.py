@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import requests
 
 
@@ -95,3 +97,93 @@ def test_batch_claims_hand_out_distinct_jobs_in_priority_order(admin, keys):
 def test_wait_seconds_limits(worker):
     for value in (-1, 21, "5", True):
         assert worker.post("/jobs/claim", json={"wait_seconds": value}).status_code == 422
+
+
+def test_a_job_enqueued_through_another_server_wakes_a_waiting_long_poll_at_once(keys, live_server):
+    """LISTEN/NOTIFY on PostgreSQL, datagrams on SQLite: with the safety-net probe a minute apart, each
+    pickup within half a second came from a signal between the servers' processes."""
+    if os.environ.get("QUEUELOG_WAKEUPS") == "poll":
+        pytest.skip("signals are off (QUEUELOG_WAKEUPS=poll, as behind PgBouncer)")
+    quiet = {"QUEUELOG_WAKEUP_SAFETY_NET": "60"}
+    first = live_server(workers=1, threads=4, env=quiet)
+    second = live_server(workers=1, threads=4, env=quiet)
+    worker = _session(keys.raw("worker", "w"))
+    producer = _session(keys.raw("producer", "alice"))
+    worker.post(f"{first.url}/jobs/claim", json={"wait_seconds": 0.5}, timeout=30)  # starts its listener
+    time.sleep(0.5)
+    latencies = []
+    with ThreadPoolExecutor(1) as pool:
+        for _ in range(8):
+            future = pool.submit(
+                worker.post, f"{first.url}/jobs/claim", json={"wait_seconds": 10}, timeout=30
+            )
+            time.sleep(0.2)  # the long poll is waiting
+            job = producer.post(f"{second.url}/jobs", json={"type": "email"}, timeout=10).json()
+            enqueued = time.monotonic()
+            response = future.result(timeout=15)
+            latencies.append(time.monotonic() - enqueued)
+            assert response.status_code == 200 and response.json()["id"] == job["id"]
+    assert max(latencies) < 0.5, latencies
+
+
+def test_beyond_its_waiting_polls_a_server_answers_at_once_with_retry_after(keys, live_server):
+    server = live_server(workers=1, threads=6, env={"QUEUELOG_MAX_WAITING_POLLS": "2"})
+    worker = _session(keys.raw("worker", "w"))
+    with ThreadPoolExecutor(2) as pool:
+        polls = [
+            pool.submit(_session(keys.raw("worker", f"w{i}")).post, f"{server.url}/jobs/claim",
+                        json={"wait_seconds": 3}, timeout=30)
+            for i in range(2)
+        ]  # fmt: skip
+        time.sleep(0.5)
+        start = time.monotonic()
+        full = worker.post(f"{server.url}/jobs/claim", json={"wait_seconds": 10, "limit": 5}, timeout=30)
+        assert time.monotonic() - start < 1.0
+        assert full.status_code == 200 and full.json() == {"jobs": []}
+        assert 1 <= int(full.headers["Retry-After"]) <= 5
+        bare = worker.post(f"{server.url}/jobs/claim", json={"wait_seconds": 10}, timeout=30)
+        assert bare.status_code == 204 and "Retry-After" in bare.headers
+        assert [p.result().status_code for p in polls] == [204, 204]
+    waited = worker.post(f"{server.url}/jobs/claim", json={"wait_seconds": 0.5}, timeout=30)
+    assert waited.status_code == 204 and "Retry-After" not in waited.headers  # room to wait again
+
+
+def test_many_waiting_long_polls_do_not_delay_a_producer(keys, live_server):
+    """Sixty workers wait on one process; the producer's GET /jobs answers as if nobody did."""
+    server = live_server(workers=1, threads=8 + 60, env={"QUEUELOG_MAX_WAITING_POLLS": "60"})
+    producer = _session(keys.raw("producer", "alice"))
+    producer.post(f"{server.url}/jobs", json={"type": "pdf"}, timeout=10)
+    key = keys.raw("worker", "w")
+    with ThreadPoolExecutor(60) as pool:
+        polls = [
+            pool.submit(_session(key).post, f"{server.url}/jobs/claim",
+                        json={"wait_seconds": 4, "types": ["email"]}, timeout=30)
+            for _ in range(60)
+        ]  # fmt: skip
+        time.sleep(1.5)
+        times = []
+        for _ in range(10):
+            start = time.monotonic()
+            assert producer.get(f"{server.url}/jobs", timeout=10).status_code == 200
+            times.append(time.monotonic() - start)
+        assert sorted(times)[5] < 0.2, times
+        assert max(times) < 1.0, times
+        assert {p.result().status_code for p in polls} == {204}
+
+
+def test_the_worker_client_waits_as_long_as_retry_after_asks(keys, live_server):
+    """A server with no room for waiting long polls answers at once with Retry-After; queuelog-worker's
+    client waits that long itself before it claims again, instead of asking again at once."""
+    from queuelog.worker.client import QueueClient
+
+    server = live_server(workers=1, threads=4, env={"QUEUELOG_MAX_WAITING_POLLS": "0"})
+    client = QueueClient(server.url, keys.raw("worker", "w"))
+    try:
+        start = time.monotonic()
+        assert client.claim(limit=1, wait_seconds=3) == []  # Retry-After: 1
+        assert 0.9 < time.monotonic() - start < 2.5
+        start = time.monotonic()
+        assert client.claim(limit=1, wait_seconds=0.5) == []  # never longer than the long poll asked for
+        assert 0.4 < time.monotonic() - start < 1.5
+    finally:
+        client.transport.close()

@@ -22,6 +22,13 @@ from queuelog.engines import NewJob, engine_for
 from queuelog.models import Base, JobType
 
 PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
+PG_SCHEMA = os.environ.get("QUEUELOG_TEST_POSTGRES_SCHEMA")
+PG_PREPARED = os.environ.get("QUEUELOG_DB_PREPARED_STATEMENTS", "true").lower() not in (
+    "false",
+    "0",
+    "no",
+    "off",
+)
 TABLES = ", ".join(table.name for table in Base.metadata.sorted_tables)
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -42,6 +49,12 @@ def postgres_url():
             "PostgreSQL engine tests need QUEUELOG_TEST_POSTGRES_URL"
             " (e.g. postgresql+psycopg://postgres@127.0.0.1/test)"
         )
+    if PG_SCHEMA:  # through PgBouncer (tests/test_pgbouncer.py): a schema on the pooler's search path
+        db = Database(PG_URL, prepared_statements=PG_PREPARED)
+        db.upgrade()
+        db.dispose()
+        yield PG_URL
+        return
     schema = f"queuelog_engines_{os.getpid()}_{secrets.token_hex(3)}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -65,7 +78,7 @@ def db(request, tmp_path):
         shutil.copy(request.getfixturevalue("sqlite_template"), path)
         database = Database(f"sqlite:///{path}")
     else:
-        database = Database(request.getfixturevalue("postgres_url"))
+        database = Database(request.getfixturevalue("postgres_url"), prepared_statements=PG_PREPARED)
         with database.cursor(write=True) as cur:
             cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
     yield database
