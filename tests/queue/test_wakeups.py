@@ -264,3 +264,25 @@ def test_threads_of_a_queue_let_go_of_it(queues, db):
         gc.collect()
         assert time.monotonic() < deadline, "a wake-up thread keeps its queue alive"
         time.sleep(0.1)
+
+
+def test_a_dependent_released_through_another_queue_wakes_a_waiting_long_poll_at_once(queues):
+    """A job that waits for another becomes claimable in the transaction that completes its dependency
+    (docs/workflows.md); a long poll waiting in another process for its type wakes by a signal."""
+    waiting, finishing = queues(), queues()
+    wait_listening(waiting)
+    first = finishing.enqueue("alice", spec(type="pdf"))[0]
+    dependent = finishing.enqueue("alice", spec(depends_on=(first.id,)))[0]
+    assert dependent.status == "waiting"
+    [held] = finishing.claim("w2", types=["pdf"])
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(waiting.claim_wait, "w", wait_seconds=10, types=["email"])
+        deadline = time.monotonic() + 5
+        while not any(w.sleeping for w in list(waiting.wakeups._waiters.values())):
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        finishing.complete(held.id, "w2", held.lease_token)
+        completed = time.monotonic()
+        jobs = future.result(timeout=15)
+    assert [job.id for job in jobs] == [dependent.id]
+    assert time.monotonic() - completed < 1.0  # a signal, not the minute-long safety net
