@@ -30,10 +30,12 @@ from queuelog.engines.postgres.sql import (
     CLAIM_IN_ORDER,
     COMPLETE,
     COMPLETE_MANY,
+    COMPLETE_THEN_CLAIM,
     DIALECT,
     EXPIRE,
     EXPIRE_CANCELLED,
     FAIL,
+    FAIL_THEN_CLAIM,
     GET,
     HEARTBEAT,
     INSERT,
@@ -89,12 +91,50 @@ def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
 
 
 def _claim_under_lock(conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any]) -> list[Any]:
-    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, commit."""
-    conn.execute("BEGIN")
+    """Queue, in the caller's pipeline and transaction (begun), the claim: lock the limited types, claim,
+    commit."""
     conn.execute(lock, params)
     cur.execute(statement, params)
     conn.execute("COMMIT")
     return cur.fetchall()
+
+
+def _claim_params(
+    worker: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int,
+    types: Sequence[str] | None,
+    backoff: Backoff,
+) -> dict[str, Any]:
+    params = {
+        "now": now,
+        "limit": limit,
+        "worker": worker,
+        "token": secrets.token_hex(16),
+        "expires": now + timedelta(seconds=lease_seconds),
+        "base": backoff.base,
+        "cap": backoff.cap,
+    }
+    if types:
+        params["types"] = list(types)
+    return params
+
+
+def _fail_params(
+    job_id: int, worker: str, token: str, now: datetime, error: str, retryable: bool, backoff: Backoff
+) -> dict[str, Any]:
+    return {
+        "id": job_id,
+        "worker": worker,
+        "token": token,
+        "now": now,
+        "retryable": retryable,
+        "error": error,
+        "base": backoff.base,
+        "cap": backoff.cap,
+        "jitter": backoff.rand(),
+    }
 
 
 class PostgresEngine(SharedEngine):
@@ -168,18 +208,7 @@ class PostgresEngine(SharedEngine):
         types: Sequence[str] | None,
         backoff: Backoff,
     ) -> Claimed:
-        params = {
-            "now": now,
-            "limit": limit,
-            "worker": worker,
-            "token": secrets.token_hex(16),
-            "expires": now + timedelta(seconds=lease_seconds),
-            "base": backoff.base,
-            "cap": backoff.cap,
-        }
-        if types:
-            params["types"] = list(types)
-        lock = LOCK_LIMITED[bool(types)]
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
             statement = self._claim_statement(cur, bool(types))
@@ -190,17 +219,93 @@ class PostgresEngine(SharedEngine):
             # by hand, which costs less than psycopg's transaction blocks (an error leaves the transaction
             # to the cursor's rollback). One statement fewer is worth about 0.1 ms of client CPU.
             with conn.pipeline():
+                conn.execute("BEGIN")
                 tagged = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params)
-            rows = [row[1:] for row in tagged if row[0] == "claimed"]
-            expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
-            if len(rows) < limit and any(job.status == "pending" for job in expired):
-                # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
-                # as on SQLite, the claim that settles a lease may hand the job out again.
-                params.update(limit=limit - len(rows), token=secrets.token_hex(16))
-                with conn.pipeline():
-                    tagged = _claim_under_lock(conn, cur, lock, statement, params)
-                rows += [row[1:] for row in tagged if row[0] == "claimed"]
+            return self._claimed(conn, cur, tagged, statement, params)
+
+    def _claimed(
+        self,
+        conn: Any,
+        cur: Any,
+        tagged: list[Any],
+        statement: str,
+        params: dict[str, Any],
+        again: bool = False,
+    ) -> Claimed:
+        """The claim's outcome from its committed statement's rows (``tagged``); ``again`` when the
+        statement made a job claimable that its snapshot could not see (a failure's retry)."""
+        limit = params["limit"]
+        rows = [row[1:] for row in tagged if row[0] == "claimed"]
+        expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
+        if len(rows) < limit and (again or any(job.status == "pending" for job in expired)):
+            # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
+            # as on SQLite, the claim that settles a lease may hand the job out again.
+            params.update(limit=limit - len(rows), token=secrets.token_hex(16))
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                tagged = _claim_under_lock(conn, cur, LOCK_LIMITED["types" in params], statement, params)
+            rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
+
+    def _report_and_claim(
+        self, report: dict[str, str], params: dict[str, Any]
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        """A guarded, self-logging report and the claim in one statement (``report`` maps each claim
+        statement to it, sql.py), in the claim's transaction: one round trip, as a claim alone. A refused
+        report changes nothing, and nothing is claimed."""
+        typed = "types" in params
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            conn = cur.connection
+            statement = self._claim_statement(cur, typed)
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                tagged = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[typed], report[statement], params)
+            done = [row[1:] for row in tagged if row[0] == "reported"]
+            if not done:
+                return Unchanged(self._locate(cur, params["id"])), Claimed([], [])
+            job = decode_job(done[0])
+            claimed = [row for row in tagged if row[0] != "reported"]
+            # A failure's retry due at once: claimable, as on SQLite, by a claim that can see it.
+            again = job.status == "pending" and job.available_at <= params["now"]
+            return job, self._claimed(conn, cur, claimed, statement, params, again)
+
+    @retry_aborted
+    def complete_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        result_json: str | None,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        params.update(id=job_id, held=token, result=bind_json(result_json))
+        return self._report_and_claim(COMPLETE_THEN_CLAIM, params)
+
+    @retry_aborted
+    def fail_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        params.update(_fail_params(job_id, worker, token, now, error, retryable, backoff))
+        params.update(held=token, token=secrets.token_hex(16))  # the report's token, the new lease's
+        return self._report_and_claim(FAIL_THEN_CLAIM, params)
 
     def _claim_statement(self, cur: Any, typed: bool) -> str:
         """The claim statement that carries both ways (sql.py), or, while no type has a limit or is
@@ -265,18 +370,7 @@ class PostgresEngine(SharedEngine):
         retryable: bool,
         backoff: Backoff,
     ) -> JobRecord | Unchanged:
-        params = {
-            "id": job_id,
-            "worker": worker,
-            "token": token,
-            "now": now,
-            "retryable": retryable,
-            "error": error,
-            "base": backoff.base,
-            "cap": backoff.cap,
-            "jitter": backoff.rand(),
-        }
-        return self._guarded(FAIL, params)
+        return self._guarded(FAIL, _fail_params(job_id, worker, token, now, error, retryable, backoff))
 
     @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
