@@ -43,18 +43,19 @@ LEASE_SECONDS = integer(
     nullable=True,
     default=Configured("LEASE_SECONDS"),
 )
+CLAIM_TYPES = ListOf(
+    text(64, "A job type."),
+    1,
+    100,
+    "must be a list of 1 to 100 job type names",
+    nullable=True,
+    description="Claim only jobs of these types (any type when absent).",
+)
 CLAIM_BODY = Shape(
     "ClaimBody",
     "What to claim, and how long to wait for it.",
     {
-        "types": ListOf(
-            text(64, "A job type."),
-            1,
-            100,
-            "must be a list of 1 to 100 job type names",
-            nullable=True,
-            description="Claim only jobs of these types (any type when absent).",
-        ),
+        "types": CLAIM_TYPES,
         "lease_seconds": LEASE_SECONDS,
         "limit": integer(
             1, 100, "Claim up to this many jobs: the answer is then {jobs: [...]}, never 204.", nullable=True
@@ -92,14 +93,7 @@ NEXT = Shape(
             "Long poll, once the report is committed: wait this long at most for a job.",
             default=0,
         ),
-        "types": ListOf(
-            text(64, "A job type."),
-            1,
-            100,
-            "must be a list of 1 to 100 job type names",
-            nullable=True,
-            description="Claim only jobs of these types (any type when absent).",
-        ),
+        "types": CLAIM_TYPES,
         "lease_seconds": LEASE_SECONDS,
     },
 )
