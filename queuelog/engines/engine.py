@@ -127,8 +127,9 @@ class Engine(Protocol):
         backoff: Backoff,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         """``complete`` and then ``claim`` in one transaction (docs/api.md#report-and-claim-in-one-request):
-        the claim happens only when the report did; a refused report (``Unchanged``) claims nothing and
-        changes nothing. Either both are committed, or neither."""
+        the claim happens only when the report did, and claims as a claim right after it would (the slot
+        the report freed under a concurrency limit is free); a refused report (``Unchanged``) claims
+        nothing and changes nothing. The report and the claim are committed together."""
         ...
 
     def fail_and_claim(

@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from queuelog.engines import Backoff, Unchanged
-from tests.engines.conftest import NOW, later, new
+from tests.engines.conftest import NOW, later, new, set_type
 from tests.engines.test_conformance import FIXED, NO_WAIT, claim, history
 
 
@@ -147,3 +147,15 @@ def test_many_threads_complete_and_claim_each_job_exactly_once(engine):
     for job in jobs:  # one claim and one completion each: never handed out twice
         events = [event for event, _, _ in history(engine, job.id)]
         assert events == ["enqueued", "claimed", "completed"]
+
+
+def test_the_slot_a_report_frees_under_a_concurrency_limit_goes_to_its_claim(db, engine):
+    set_type(db, "email", concurrency=1)
+    engine.insert("alice", [new(), new(), new()], NOW)
+    [held] = claim(engine).jobs
+    assert claim(engine, worker="other").jobs == []  # the one slot is taken
+    done, claimed = complete_next(engine, held, limit=3)
+    assert done.status == "completed"
+    [following] = claimed.jobs  # the freed slot, and no more
+    failed, claimed = fail_next(engine, following, retryable=False, limit=3)
+    assert failed.status == "failed" and len(claimed.jobs) == 1

@@ -265,8 +265,10 @@ class PostgresEngine(SharedEngine):
                 return Unchanged(self._locate(cur, params["id"])), Claimed([], [])
             job = decode_job(done[0])
             claimed = [row for row in tagged if row[0] != "reported"]
-            # A failure's retry due at once: claimable, as on SQLite, by a claim that can see it.
-            again = job.status == "pending" and job.available_at <= params["now"]
+            # What the statement's snapshot cannot see, a claim after it can, as on SQLite: a failure's
+            # retry due at once, and the slot the report freed under a type's concurrency limit (while
+            # any type has a limit or is paused, ``_claim_statement``).
+            again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
             return job, self._claimed(conn, cur, claimed, statement, params, again)
 
     @retry_aborted
