@@ -88,14 +88,20 @@ def test_http_scenario():
     assert operations[0].startswith("do-nothing")
     assert operations[3:] == [
         "claim+complete, 1 job per claim, minimal",
+        "claim, then complete-and-claim-next, 1 job at a time, minimal",
         "batch claim 100 + batch complete",
         "batch claim 100 + batch complete, minimal",
     ]
     for row in rows:
-        assert row["errors_5xx"] == 0
+        assert row["errors_5xx"] == 0 and row["duplicates"] == 0
         assert row["requests_per_s"] > 0
+        assert row["per_ceiling_request"] == pytest.approx(
+            (row["jobs_per_s"] or row["requests_per_s"]) / rows[0]["requests_per_s"]
+        )
     assert rows[1]["jobs"] == 200 and rows[2]["jobs"] == 200 + 40  # the enqueue warm-up adds n/5 jobs
-    assert [row["jobs"] for row in rows[3:]] == [200, 200, 200]
+    assert [row["jobs"] for row in rows[3:]] == [200, 200, 200, 200]
+    # One job at a time with next: a request per job, and one claim per client to start.
+    assert rows[4]["requests"] == 200 + 2
     assert 0 < rows[-1]["server_max_rss_mb"] < 400
 
 

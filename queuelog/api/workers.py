@@ -12,7 +12,7 @@ from flask import Response, g
 
 from queuelog.api.answers import CLAIMED_JOBS, COMPLETE_RESULTS, JOB, JOB_STATE, WORKER_JOB, WORKER_JOBS
 from queuelog.api.base import MINIMAL, job_json, queue
-from queuelog.api.fields import boolean, document, integer, number, text
+from queuelog.api.fields import answer, boolean, document, integer, number, text
 from queuelog.api.problems import invalid
 from queuelog.api.refusals import problem_of
 from queuelog.api.registry import (
@@ -25,10 +25,11 @@ from queuelog.api.registry import (
     operation,
     problem,
     reported,
+    schema_of,
 )
 from queuelog.api.render import EMPTY, dumps, json_array, json_object, json_text_response, render_json
 from queuelog.api.shapes import Configured, Field, ListOf, Shape
-from queuelog.queue import JobRecord, QueueError
+from queuelog.queue import JobRecord, NextClaim, QueueError
 from queuelog.queue.running import MAX_PROGRESS_MESSAGE, MAX_SNOOZE_SECONDS, MIN_SNOOZE_SECONDS
 from queuelog.queue.wakeups import WaitingPollsFull
 
@@ -44,18 +45,19 @@ LEASE_SECONDS = integer(
     nullable=True,
     default=Configured("LEASE_SECONDS"),
 )
+CLAIM_TYPES = ListOf(
+    text(64, "A job type."),
+    1,
+    100,
+    "must be a list of 1 to 100 job type names",
+    nullable=True,
+    description="Claim only jobs of these types (any type when absent).",
+)
 CLAIM_BODY = Shape(
     "ClaimBody",
     "What to claim, and how long to wait for it.",
     {
-        "types": ListOf(
-            text(64, "A job type."),
-            1,
-            100,
-            "must be a list of 1 to 100 job type names",
-            nullable=True,
-            description="Claim only jobs of these types (any type when absent).",
-        ),
+        "types": CLAIM_TYPES,
         "lease_seconds": LEASE_SECONDS,
         "limit": integer(
             1, 100, "Claim up to this many jobs: the answer is then {jobs: [...]}, never 204.", nullable=True
@@ -88,16 +90,32 @@ HEARTBEAT_BODY = Shape(
     required=("lease_token",),
 )
 RESULT = document("The job's result.", nullable=True)
+NEXT = Shape(
+    "NextClaim",
+    "Claim the next job(s) in the report's transaction (docs/api.md#report-and-claim-in-one-request): the "
+    "answer's next is then {jobs: [...]}, as a claim's with a limit, perhaps empty.",
+    {
+        "limit": integer(1, 100, "Claim up to this many jobs.", default=1),
+        "wait_seconds": number(
+            0,
+            MAX_WAIT_SECONDS,
+            "Long poll, once the report is committed: wait this long at most for a job.",
+            default=0,
+        ),
+        "types": CLAIM_TYPES,
+        "lease_seconds": LEASE_SECONDS,
+    },
+)
 COMPLETE_BODY = Shape(
     "CompleteBody",
-    "Report success.",
-    {"lease_token": LEASE_TOKEN, "result": RESULT},
+    "Report success; and claim the next job(s) with next.",
+    {"lease_token": LEASE_TOKEN, "result": RESULT, "next": NEXT},
     required=("lease_token",),
 )
 ERROR_MESSAGE = "is required and must be a string"
 FAIL_BODY = Shape(
     "FailBody",
-    "Report a failed attempt.",
+    "Report a failed attempt; and claim the next job(s) with next.",
     {
         "lease_token": LEASE_TOKEN,
         "error": Field(
@@ -110,6 +128,7 @@ FAIL_BODY = Shape(
             missing=ERROR_MESSAGE,
         ),
         "retryable": boolean("False fails the job for good, whatever retries remain.", default=True),
+        "next": NEXT,
     },
     required=("lease_token", "error"),
 )
@@ -217,6 +236,37 @@ def report_answer(job: JobRecord, minimal: bool) -> Response:
     return json_text_response(job_json(job, g.principal))
 
 
+def _next_claim(then: dict[str, Any]) -> NextClaim:
+    return NextClaim(then["limit"], then["wait_seconds"], then["types"], then["lease_seconds"])
+
+
+def reported_and_claimed(job: JobRecord, jobs: list[JobRecord], minimal: bool) -> Response:
+    """The report's answer (as ``report_answer``'s) with the claimed jobs beside it, as ``next``: the
+    answer of a claim with a limit."""
+    reported = render_json(JOB_STATE, job) if minimal else job_json(job, g.principal)
+    shape, omit = (WORKER_JOB, EMPTY) if minimal else (JOB, _CLAIMED)
+    claimed = json_object({"jobs": json_array(render_json(shape, claimed, omit) for claimed in jobs)})
+    return _answer(f'{reported[:-1]}, "next": {claimed}}}', minimal)
+
+
+def reported_next(description: str) -> dict[str, Any]:
+    """A report's answer that may carry ``next``, the jobs claimed with it."""
+    return json_answer(
+        description,
+        {"allOf": [either(JOB, JOB_STATE), schema_of(REPORT_NEXT)]},
+        APPLIED,
+    )
+
+
+REPORT_NEXT = Shape(
+    "ReportNext",
+    "With next in the request: the jobs claimed in the report's transaction, as a claim with a limit "
+    "answers them (WorkerJobs with Prefer: return=minimal).",
+    {"next": answer(either(CLAIMED_JOBS, WORKER_JOBS))},
+    closed=False,
+)
+
+
 @operation(
     "POST",
     "/jobs/complete",
@@ -265,13 +315,21 @@ def complete_batch(body: dict[str, Any], minimal: bool):
     params=(JOB_ID,),
     minimal=True,
     answers={
-        "200": reported("The job; with Prefer: return=minimal, where it stands (JobState)"),
+        "200": reported_next(
+            "The job; with Prefer: return=minimal, where it stands (JobState); with next, the jobs "
+            "claimed next beside it"
+        ),
         "404": NOT_FOUND,
         "409": NOT_HOLDER,
     },
 )
 def complete(job_id: int, body: dict[str, Any], minimal: bool):
     result_json = None if body["result"] is None else body["result"].text
+    if body["next"] is not None:
+        job, jobs = queue().complete_and_claim(
+            job_id, g.principal.name, body["lease_token"], result_json, _next_claim(body["next"])
+        )
+        return reported_and_claimed(job, jobs, minimal)
     return report_answer(
         queue().complete(job_id, g.principal.name, body["lease_token"], result_json), minimal
     )
@@ -315,9 +373,9 @@ def heartbeat(job_id: int, body: dict[str, Any], minimal: bool):
     params=(JOB_ID,),
     minimal=True,
     answers={
-        "200": reported(
+        "200": reported_next(
             "The job, pending again or failed (cancelled when its cancellation was requested); with "
-            "Prefer: return=minimal, where it stands"
+            "Prefer: return=minimal, where it stands; with next, the jobs claimed next beside it"
         ),
         "404": NOT_FOUND,
         "409": NOT_HOLDER,
@@ -325,6 +383,11 @@ def heartbeat(job_id: int, body: dict[str, Any], minimal: bool):
 )
 def fail(job_id: int, body: dict[str, Any], minimal: bool):
     token, error, retryable = body["lease_token"], body["error"], body["retryable"]
+    if body["next"] is not None:
+        job, jobs = queue().fail_and_claim(
+            job_id, g.principal.name, token, error, retryable, _next_claim(body["next"])
+        )
+        return reported_and_claimed(job, jobs, minimal)
     return report_answer(queue().fail(job_id, g.principal.name, token, error, retryable=retryable), minimal)
 
 

@@ -128,8 +128,9 @@ class Server:
 MINIMAL = "+minimal"  # a phase name ending so sends "Prefer: return=minimal", as queuelog-worker does
 
 
-def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int]:
-    """Runs in a client process: one keep-alive connection; returns (jobs handled, latencies, errors)."""
+def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int, list[int]]:
+    """Runs in a client process: one keep-alive connection; returns (jobs handled, latencies, errors,
+    the ids of the jobs it completed)."""
     port, key, phase, count, batch = task
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -151,6 +152,7 @@ def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int
         return response.status, (json.loads(data) if data else None)
 
     handled = 0
+    done: list[int] = []
     if phase == "noop":
         for _ in range(count):
             post("/noop", {"type": "bench"})
@@ -166,6 +168,17 @@ def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int
                 break
             status, _ = post(f"/jobs/{job['id']}/complete", {"lease_token": job["lease_token"]})
             handled += status == 200
+            done += [job["id"]] if status == 200 else []
+    elif phase == "complete_next":  # one job at a time: a claim, then each completion claims the next
+        status, body = post("/jobs/claim", {"limit": 1})
+        jobs = body["jobs"] if status == 200 else []
+        while jobs:
+            job = jobs[0]
+            report = {"lease_token": job["lease_token"], "next": {"limit": 1}}
+            status, body = post(f"/jobs/{job['id']}/complete", report)
+            handled += status == 200
+            done += [job["id"]] if status == 200 else []
+            jobs = body["next"]["jobs"] if status == 200 else []
     elif phase == "batch":
         while True:
             status, body = post("/jobs/claim", {"limit": batch})
@@ -174,8 +187,9 @@ def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int
             items = [{"id": j["id"], "lease_token": j["lease_token"]} for j in body["jobs"]]
             status, body = post("/jobs/complete", {"jobs": items})
             handled += sum(r["status"] == 200 for r in body["results"])
+            done += [r["id"] for r in body["results"] if r["status"] == 200]
     conn.close()
-    return handled, latencies, errors
+    return handled, latencies, errors, done
 
 
 def _run_phase(
@@ -190,8 +204,10 @@ def _run_phase(
     cpu = server.cpu_seconds() - cpu
     handled = sum(r[0] for r in results)
     latencies = sorted(x for r in results for x in r[1])
+    done = [job_id for r in results for job_id in r[3]]
     return {
         "jobs": handled,
+        "duplicates": len(done) - len(set(done)),  # jobs completed more than once: must stay 0
         "requests": len(latencies),
         "requests_per_s": len(latencies) / elapsed,
         "jobs_per_s": handled / elapsed,
@@ -252,6 +268,13 @@ def scenario_http(
                 }
             )
             progress("http: claim+complete, minimal", 1, 1)
+            _enqueue_batches(server.port, producer_keys[0], n)
+            label = "claim, then complete-and-claim-next, 1 job at a time, minimal"
+            progress("http: complete-and-claim-next, minimal", 0, 1)
+            rows.append(
+                {"operation": label, **_run_phase(pool, server, worker_keys, "complete_next" + MINIMAL, n)}
+            )
+            progress("http: complete-and-claim-next, minimal", 1, 1)
             for suffix, label in (("", ""), (MINIMAL, ", minimal")):
                 _enqueue_batches(server.port, producer_keys[0], n)
                 progress(f"http: batch claim {batch}{suffix}", 0, 1)
@@ -264,8 +287,12 @@ def scenario_http(
                 progress(f"http: batch claim {batch}{suffix}", 1, 1)
         finally:
             server.stop()
+    ceiling = rows[0]["requests_per_s"]
     for row in rows:
         row.update(scenario="http", engine=target.engine, workers=workers, threads=threads, clients=clients)
+        # What a ceiling request buys: jobs (requests for the do-nothing row and enqueues, one job each),
+        # measured in the same run, so that a loaded machine's slowness cancels out.
+        row["per_ceiling_request"] = (row["jobs_per_s"] or row["requests_per_s"]) / ceiling
     rows[-1]["server_max_rss_mb"] = server.max_rss_mb
     return rows
 

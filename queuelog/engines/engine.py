@@ -132,6 +132,43 @@ class Engine(Protocol):
         is, as ``complete`` does."""
         ...
 
+    def complete_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        result_json: str | None,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        """``complete`` and then ``claim`` in one transaction (docs/api.md#report-and-claim-in-one-request):
+        the claim happens only when the report did, and claims as a claim right after it would (the slot
+        the report freed under a concurrency limit is free); a refused report (``Unchanged``) claims
+        nothing and changes nothing. The report and the claim are committed together."""
+        ...
+
+    def fail_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        """``fail`` and then ``claim`` in one transaction, as ``complete_and_claim``. The claim may hand
+        the failed job out again when its backoff allows it at ``now``."""
+        ...
+
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         """Settle every running job whose lease ended before ``now``: a retryable failure by ``system``
         (pending after ``backoff``, or failed when out of retries). Returns them as they now are."""

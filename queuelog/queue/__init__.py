@@ -5,7 +5,7 @@ never ``queuelog.engines`` (pyproject.toml, ``[tool.importlinter]``)."""
 
 from queuelog.engines import JobRecord
 from queuelog.engines.records import BulkAudit, JobSearch
-from queuelog.queue.core import MAX_ERROR_CHARS, Queue
+from queuelog.queue.core import MAX_ERROR_CHARS, NextClaim, Queue
 from queuelog.queue.errors import (
     Code,
     IdempotencyKeyReused,
@@ -31,6 +31,7 @@ __all__ = [
     "JobSpec",
     "JobTypeRules",
     "JobValidationError",
+    "NextClaim",
     "NotAllowed",
     "NotLeaseHolder",
     "Queue",

@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from queuelog import metrics
 from queuelog.db import Database
-from queuelog.engines import Backoff, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
+from queuelog.engines import Backoff, Claimed, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
 from queuelog.engines.records import DependencyMissing
 from queuelog.models import FINISHED, utcnow
 from queuelog.queue.errors import (
@@ -167,12 +168,9 @@ class Queue(LongPolls, RunningJobs, Workflows):
             backoff=self._backoff(),
             request_id=_CLAIM_REQUEST.get(),
         )
-        metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
-        metrics.CLAIMED.inc(len(claimed.jobs))
-        _count_expired(claimed.expired)
-        if claimed.expired:
-            self.ready(claimed.expired)
-        return claimed.jobs
+        jobs = _count_claimed(claimed, started)
+        self.ready(claimed.expired)
+        return jobs
 
     @contextmanager
     def claim_request(self, request_id: str | None) -> Iterator[None]:
@@ -226,6 +224,66 @@ class Queue(LongPolls, RunningJobs, Workflows):
         self.followed(outcome for outcome in outcomes if not isinstance(outcome, Unchanged))
         return out
 
+    def complete_and_claim(
+        self, job_id: int, worker: str, lease_token: str, result_json: str | None, then: NextClaim
+    ) -> tuple[JobRecord, list[JobRecord]]:
+        """``complete``, then claim as ``then`` asks, in one transaction (docs/api.md#report-and-claim-in-one-request):
+        the job as completed and the jobs claimed. A refused report raises as ``complete`` does, and
+        claims nothing. When nothing was claimable and ``then`` waits, the wait (a long poll, as
+        ``claim_wait``'s) comes after the report is committed."""
+        started = time.perf_counter()
+        outcome, claimed = self.engine.complete_and_claim(
+            job_id,
+            worker,
+            lease_token,
+            now=self.clock(),
+            result_json=result_json,
+            lease_seconds=then.lease_seconds or self.lease_seconds,
+            limit=then.limit,
+            types=then.types,
+            backoff=self._backoff(),
+        )
+        job = self._held(job_id, outcome)
+        metrics.COMPLETED.inc()
+        self.followed([job])
+        self.ready(claimed.expired)
+        return job, self._then_wait(worker, then, _count_claimed(claimed, started))
+
+    def fail_and_claim(
+        self, job_id: int, worker: str, lease_token: str, error: str, retryable: bool, then: NextClaim
+    ) -> tuple[JobRecord, list[JobRecord]]:
+        """``fail``, then claim as ``then`` asks, in one transaction, as ``complete_and_claim``."""
+        started = time.perf_counter()
+        outcome, claimed = self.engine.fail_and_claim(
+            job_id,
+            worker,
+            lease_token,
+            now=self.clock(),
+            error=_stored_error(error),
+            retryable=retryable,
+            lease_seconds=then.lease_seconds or self.lease_seconds,
+            limit=then.limit,
+            types=then.types,
+            backoff=self._backoff(),
+        )
+        job = self._held(job_id, outcome)
+        _count_failed(job)
+        self.ready([job])
+        self.followed([job])
+        self.ready(claimed.expired)
+        return job, self._then_wait(worker, then, _count_claimed(claimed, started))
+
+    def _then_wait(self, worker: str, then: NextClaim, jobs: list[JobRecord]) -> list[JobRecord]:
+        if jobs or then.wait_seconds <= 0:
+            return jobs
+        return self.claim_wait(
+            worker,
+            wait_seconds=then.wait_seconds,
+            types=then.types,
+            limit=then.limit,
+            lease_seconds=then.lease_seconds,
+        )
+
     def heartbeat(
         self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None
     ) -> JobRecord:
@@ -243,20 +301,17 @@ class Queue(LongPolls, RunningJobs, Workflows):
         (linear in its input) sees the first ``4 * MAX_ERROR_CHARS`` characters and comes before the final
         cut, so that a secret straddling that cut is masked whole rather than kept as a fragment.
         """
-        error = error[: 4 * MAX_ERROR_CHARS].replace("\x00", "\ufffd")
-        error = redact_error(error.encode("utf-8", "replace").decode("utf-8"))[:MAX_ERROR_CHARS]
         outcome = self.engine.fail(
             job_id,
             worker,
             lease_token,
             now=self.clock(),
-            error=error,
+            error=_stored_error(error),
             retryable=retryable,
             backoff=self._backoff(),
         )
         job = self._held(job_id, outcome)
-        if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
-            (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+        _count_failed(job)
         self.ready([job])
         self.followed([job])
         return job
@@ -336,6 +391,34 @@ class Queue(LongPolls, RunningJobs, Workflows):
         return self.engine.list_jobs(
             owner=owner, status=status, type=type, priority=priority, before_id=before_id, limit=limit
         )
+
+
+class NextClaim(NamedTuple):
+    """What a report asks to claim next (docs/api.md#report-and-claim-in-one-request): as ``claim_wait``'s
+    arguments."""
+
+    limit: int = 1
+    wait_seconds: float = 0
+    types: list[str] | None = None
+    lease_seconds: int | None = None
+
+
+def _stored_error(error: str) -> str:
+    """A failure's error as stored: redacted and cut (``Queue.fail``)."""
+    error = error[: 4 * MAX_ERROR_CHARS].replace("\x00", "\ufffd")
+    return redact_error(error.encode("utf-8", "replace").decode("utf-8"))[:MAX_ERROR_CHARS]
+
+
+def _count_failed(job: JobRecord) -> None:
+    if job.status != "cancelled":  # cancelled: its cancellation was requested (docs/running-jobs.md)
+        (metrics.RETRIED if job.status == "pending" else metrics.FAILED).inc()
+
+
+def _count_claimed(claimed: Claimed, started: float) -> list[JobRecord]:
+    metrics.CLAIM_SECONDS.observe(time.perf_counter() - started)
+    metrics.CLAIMED.inc(len(claimed.jobs))
+    _count_expired(claimed.expired)
+    return claimed.jobs
 
 
 def _count_expired(jobs: list[JobRecord]) -> None:

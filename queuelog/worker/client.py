@@ -86,12 +86,15 @@ class QueueClient:
             raise RequestRefused(answer.status, answer.body)
         return answer
 
-    def _held_job_request(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _held_job_request(
+        self, path: str, body: dict[str, Any], then: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """A report or heartbeat for a held job: 404 and 409 mean the job is no longer ours, but for a 409
         invalid-state (a snooze over the limit, a cancellation nobody asked for), which stays a
-        RequestRefused."""
+        RequestRefused. A report that claims next may wait for it on the server (``then``'s wait)."""
+        timeout = None if then is None else then.get("wait_seconds", 0) + self.timeout
         try:
-            return self.request("POST", path, body)
+            return self.request("POST", path, body, timeout=timeout)
         except RequestRefused as exc:
             if exc.status in (404, 409) and exc.problem_type != "/problems/invalid-state":
                 raise LeaseLost(exc.status, exc.body) from None
@@ -127,16 +130,39 @@ class QueueClient:
             time.sleep(min(pause, wait_seconds))
         return jobs
 
+    def complete(
+        self, job_id: int, lease_token: str, result: Any = None, *, then: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Report success; with ``then`` (a ``next`` body: limit, wait_seconds, types, lease_seconds), claim
+        the next job(s) in the same request (docs/api.md#report-and-claim-in-one-request): the answer's
+        ``next["jobs"]`` are compact WorkerJobs, as a claim's."""
+        body: dict[str, Any] = {"lease_token": lease_token}
+        if result is not None:
+            body["result"] = result
+        if then is not None:
+            body["next"] = then
+        return self._held_job_request(f"/jobs/{job_id}/complete", body, then)
+
     def complete_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Complete held jobs in one request; one result per item, each with its own status (an id and a
         status for a completed job; with its error for a refused one)."""
         return self.request("POST", "/jobs/complete", {"jobs": items})["results"]
 
-    def fail(self, job_id: int, lease_token: str, error: str, *, retryable: bool) -> dict[str, Any]:
+    def fail(
+        self,
+        job_id: int,
+        lease_token: str,
+        error: str,
+        *,
+        retryable: bool,
+        then: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Report a failed attempt; returns where the job stands (status "pending" again when it will be
-        retried)."""
-        body = {"lease_token": lease_token, "error": error, "retryable": retryable}
-        return self._held_job_request(f"/jobs/{job_id}/fail", body)
+        retried). With ``then``, claim the next job(s) in the same request, as ``complete``."""
+        body: dict[str, Any] = {"lease_token": lease_token, "error": error, "retryable": retryable}
+        if then is not None:
+            body["next"] = then
+        return self._held_job_request(f"/jobs/{job_id}/fail", body, then)
 
     def heartbeat(
         self,

@@ -64,12 +64,14 @@ class Reporter:
         self,
         client: QueueClient,
         *,
-        release: Callable[[int], None],
+        release: Callable[[int, list[dict[str, Any]]], None],
         past_deadline: Callable[[], bool],
         max_backoff: float = 10,
+        then: Callable[[], dict[str, Any] | None] = lambda: None,
     ):
         self.client = client
         self.release = release
+        self.then = then  # what to claim in a report's request (its ``next``), or None
         self.past_deadline = past_deadline
         self.max_backoff = max_backoff
         self.counts: Counter[str] = Counter()
@@ -131,9 +133,14 @@ class Reporter:
         if report.error is None:
             self._complete(batch)
             return
+        then = self.then()
         try:
             job = self.client.fail(
-                report.job["id"], report.job["lease_token"], report.error, retryable=report.retryable
+                report.job["id"],
+                report.job["lease_token"],
+                report.error,
+                retryable=report.retryable,
+                then=then,
             )
         except LeaseLost as exc:
             log.warning("%s: failure report refused (%s): the lease was lost", report.label, exc)
@@ -143,14 +150,18 @@ class Reporter:
             log.error("%s: failure report refused (%s); its lease will expire", report.label, exc)
             self._finished(report, UNREPORTED)
             return
+        claimed = _claimed(job)
         if job["status"] == "cancelled":  # its cancellation had been requested
-            self._finished(report, CANCELLED)
+            self._finished(report, CANCELLED, claimed)
         elif job["status"] == "pending":
-            self._finished(report, RETRYING)
+            self._finished(report, RETRYING, claimed)
         else:
-            self._finished(report, FAILED if report.retryable else PERMANENT)
+            self._finished(report, FAILED if report.retryable else PERMANENT, claimed)
 
     def _complete(self, batch: list[Report]) -> None:
+        if len(batch) == 1 and (then := self.then()) is not None:
+            self._complete_then_claim(batch[0], then)
+            return
         items = []
         for report in batch:
             item = {"id": report.job["id"], "lease_token": report.job["lease_token"]}
@@ -179,6 +190,20 @@ class Reporter:
                 log.warning("%s: completion refused (%s): the lease was lost", report.label, detail)
                 self._finished(report, LOST)
 
+    def _complete_then_claim(self, report: Report, then: dict[str, Any]) -> None:
+        """One completion, and the next job(s) claimed in the same request."""
+        try:
+            job = self.client.complete(report.job["id"], report.job["lease_token"], report.result, then=then)
+        except LeaseLost as exc:
+            log.warning("%s: completion refused (%s): the lease was lost", report.label, exc)
+            self._finished(report, LOST)
+            return
+        except RequestRefused as exc:  # e.g. a result over the size limit
+            log.error("%s: completion refused (%s); reporting it as failed", report.label, exc)
+            self.put(replace(report, error=f"result refused by the server: {exc}", retryable=False))
+            return
+        self._finished(report, COMPLETED, _claimed(job))
+
     def _hand_back(self, report: Report) -> None:
         """Deliver a cancellation or a snooze; one the server refuses (a snooze over the limit, a
         cancellation nobody asked for) goes again as a retryable failure."""
@@ -200,10 +225,16 @@ class Reporter:
             return
         self._finished(report, CANCELLED if job["status"] == "cancelled" else SNOOZED)
 
-    def _finished(self, report: Report, outcome: str) -> None:
+    def _finished(self, report: Report, outcome: str, claimed: list[dict[str, Any]] | None = None) -> None:
+        """Count and log how the job ended; release it, with the jobs its report claimed next."""
         self.counts[outcome] += 1
         log.info("%s %s; ran %d ms", report.label, outcome, report.ms)
-        self.release(report.job["id"])
+        self.release(report.job["id"], claimed or [])
+
+
+def _claimed(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs a report's answer says it claimed next (none when it asked for none)."""
+    return answer.get("next", {}).get("jobs", [])
 
 
 def _kind(report: Report) -> str:

@@ -78,8 +78,13 @@ class Worker:
         self._exit_code = 0
         self._refused: str | None = None  # why the server refused to hand out work, when it did
         self.reporter = Reporter(
-            client, release=self._release, past_deadline=self._past_deadline, max_backoff=max_backoff
+            client,
+            release=self._release,
+            past_deadline=self._past_deadline,
+            max_backoff=max_backoff,
+            then=self._then,
         )
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- control ------------------------------------------------------------------------------------
 
@@ -137,7 +142,7 @@ class Worker:
             self.lease_seconds,
             self.wait_seconds,
         )
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="queuelog-job")
+        self._pool = pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="queuelog-job")
         threading.Thread(target=self.reporter.run, name="queuelog-reporter", daemon=True).start()
         beats = (self.client, self.lease_seconds, self._held_jobs)
         threading.Thread(target=heartbeat_loop, args=beats, name="queuelog-heartbeat", daemon=True).start()
@@ -253,10 +258,25 @@ class Worker:
             raise PermanentFailure(f"the handler's result is not JSON: {exc}") from exc
         return result
 
-    def _release(self, job_id: int) -> None:
+    def _then(self) -> dict[str, Any] | None:
+        """What a report asks to claim next in its own request (docs/worker.md): one job, for the slot it
+        frees, without waiting (the main loop's long poll waits); nothing once stopping."""
+        if self._stopping.is_set() or self._signalled:
+            return None
+        return {"limit": 1, "types": self.types, "lease_seconds": self.lease_seconds}
+
+    def _release(self, job_id: int, claimed: list[dict[str, Any]]) -> None:
+        """A job is settled: its slot goes to the jobs its report claimed next, if any, in the same
+        step, so that the main loop never claims for a slot already taken."""
         with self._slots:
             self.held.pop(job_id, None)
+            for job in claimed:
+                self.held[job["id"]] = Held(job)
             self._slots.notify_all()
+        pool = self._pool
+        for job in claimed:  # even when a stop came meanwhile: they are ours now, run them
+            assert pool is not None  # run() made it before any job could be claimed
+            pool.submit(self._run_job, job)
 
     def _held_jobs(self) -> list[Held]:
         with self._lock:

@@ -187,3 +187,29 @@ def test_the_worker_client_waits_as_long_as_retry_after_asks(keys, live_server):
         assert 0.4 < time.monotonic() - start < 1.5
     finally:
         client.transport.close()
+
+
+def test_a_report_with_next_long_polls_after_committing_the_report(keys, live_server):
+    server = live_server(workers=1, threads=4)
+    worker = _session(keys.raw("worker", "w"))
+    producer = _session(keys.raw("producer", "alice"))
+    first = producer.post(f"{server.url}/jobs", json={"type": "email"}).json()
+    held = worker.post(f"{server.url}/jobs/claim").json()
+    result = {}
+
+    def report():
+        start = time.monotonic()
+        body = {"lease_token": held["lease_token"], "next": {"wait_seconds": 10}}
+        response = worker.post(f"{server.url}/jobs/{first['id']}/complete", json=body, timeout=30)
+        result.update(status=response.status_code, elapsed=time.monotonic() - start, body=response.json())
+
+    thread = threading.Thread(target=report)
+    thread.start()
+    time.sleep(0.5)
+    # The report is committed while its request still waits for the next job.
+    assert producer.get(f"{server.url}/jobs/{first['id']}").json()["status"] == "completed"
+    job = producer.post(f"{server.url}/jobs", json={"type": "email"}).json()
+    thread.join(15)
+    assert result["status"] == 200 and result["body"]["status"] == "completed"
+    assert [j["id"] for j in result["body"]["next"]["jobs"]] == [job["id"]]
+    assert 0.4 < result["elapsed"] < 3.0  # well before the 10 s deadline

@@ -208,3 +208,32 @@ def test_server_killed_mid_burst_loses_no_answered_enqueue_and_workers_carry_on(
     assert worker_proc.poll() is None, "the worker survived the outage"
     worker_proc.send_signal(signal.SIGTERM)
     assert worker_proc.wait(timeout=20) == 0
+
+
+def test_a_worker_completes_each_job_and_claims_the_next_in_one_request(app, keys, live_server, workers):
+    """docs/worker.md: a report asks for the next job in its own request. The job it claims has its
+    ``claimed`` row at the very moment of the report's ``completed`` row: one transaction, one clock read."""
+    server = live_server(env=FAST)
+    producer = session(keys.raw("producer", "alice"))
+    admin = session(keys.raw("producer", "admin"))
+    ids = [
+        producer.post(f"{server.url}/jobs", json={"type": "email", "payload": {"n": n}}).json()["id"]
+        for n in range(6)
+    ]
+    proc = workers.start(
+        server.url, keys.raw("worker", "w-next"), "--concurrency", "1", "--wait-seconds", "1"
+    )
+
+    def finished():
+        jobs = admin.get(f"{server.url}/jobs?limit=50").json()["jobs"]
+        return all(j["status"] == "completed" for j in jobs) and jobs
+
+    wait_until(finished, 30, "all jobs to finish")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    events = {i: admin.get(f"{server.url}/jobs/{i}/events").json()["events"] for i in ids}
+    completed_at = {i: next(e["at"] for e in events[i] if e["event"] == "completed") for i in ids}
+    claimed_at = {i: next(e["at"] for e in events[i] if e["event"] == "claimed") for i in ids}
+    for before, after in zip(ids, ids[1:], strict=False):  # one at a time, in claim order
+        assert claimed_at[after] == completed_at[before]
+    assert all([e["event"] for e in events[i]] == ["enqueued", "claimed", "completed"] for i in ids)

@@ -33,6 +33,7 @@ from queuelog.engines.postgres.sql import (
     CLAIM_REQUEST,
     COMPLETE,
     COMPLETE_MANY,
+    COMPLETE_THEN_CLAIM,
     DIALECT,
     DROP_CLAIM_REQUESTS,
     EXPIRE,
@@ -40,6 +41,7 @@ from queuelog.engines.postgres.sql import (
     EXPIRE_CANCELLED_FLOW,
     EXPIRE_FLOW,
     FAIL,
+    FAIL_THEN_CLAIM,
     FLOW_LEASE_DUE,
     FLOWS,
     GET,
@@ -137,6 +139,44 @@ _PLAIN = {
     for statement in (COMPLETE, FAIL, *CANCEL.values(), RETRY, CANCEL_HELD, SNOOZE)
 }
 _PLAIN_COMPLETE_MANY = plain(COMPLETE_MANY)
+
+
+def _claim_params(
+    worker: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int,
+    types: Sequence[str] | None,
+    backoff: Backoff,
+) -> dict[str, Any]:
+    params = {
+        "now": now,
+        "limit": limit,
+        "worker": worker,
+        "token": secrets.token_hex(16),
+        "expires": now + timedelta(seconds=lease_seconds),
+        "base": backoff.base,
+        "cap": backoff.cap,
+    }
+    if types:
+        params["types"] = list(types)
+    return params
+
+
+def _fail_params(
+    job_id: int, worker: str, token: str, now: datetime, error: str, retryable: bool, backoff: Backoff
+) -> dict[str, Any]:
+    return {
+        "id": job_id,
+        "worker": worker,
+        "token": token,
+        "now": now,
+        "retryable": retryable,
+        "error": error,
+        "base": backoff.base,
+        "cap": backoff.cap,
+        "jitter": backoff.rand(),
+    }
 
 
 class PostgresEngine(WorkflowEngine, SharedEngine):
@@ -288,18 +328,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         backoff: Backoff,
         request_id: str | None,
     ) -> Claimed:
-        params = {
-            "now": now,
-            "limit": limit,
-            "worker": worker,
-            "token": secrets.token_hex(16),
-            "expires": now + timedelta(seconds=lease_seconds),
-            "base": backoff.base,
-            "cap": backoff.cap,
-        }
-        if types:
-            params["types"] = list(types)
-        lock = LOCK_LIMITED[bool(types)]
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
             statement = self._claim_statement(cur, bool(types))
@@ -316,20 +345,129 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 tagged, due = _claim_under_lock(
                     conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params, keep
                 )
-            rows = [row[1:] for row in tagged if row[0] == "claimed"]
-            expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
-            if due:  # jobs in a workflow: settled with what their ends imply, in a transaction of their own
-                expired += self._expire_flows(now, backoff)
-            if len(rows) < limit and any(job.status == "pending" for job in expired):
-                # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
-                # as on SQLite, the claim that settles a lease may hand the job out again.
-                params.update(limit=limit - len(rows))
-                if not keep:  # a request id's jobs share one token (its kept request names it)
-                    params.update(token=secrets.token_hex(16))
-                with conn.pipeline():
-                    tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, keep)
-                rows += [row[1:] for row in tagged if row[0] == "claimed"]
+            return self._claimed(conn, cur, tagged, statement, params, due=due, keep=keep)
+
+    def _claimed(
+        self,
+        conn: Any,
+        cur: Any,
+        tagged: list[Any],
+        statement: str,
+        params: dict[str, Any],
+        again: bool = False,
+        *,
+        due: bool = False,
+        keep: Sequence[str] = (),
+    ) -> Claimed:
+        """The claim's outcome from its committed statement's rows (``tagged``); ``again`` when the
+        statement made a job claimable that its snapshot could not see (a failure's retry); ``due`` when
+        a job in a workflow has an expired lease (settled with what its end implies, in a transaction of
+        its own: docs/workflows.md)."""
+        limit = params["limit"]
+        rows = [row[1:] for row in tagged if row[0] == "claimed"]
+        expired = [decode_job(row[1:]) for row in tagged if row[0] == "expired"]
+        if due:
+            expired += self._expire_flows(params["now"], Backoff(params["base"], params["cap"]))
+        if len(rows) < limit and (again or any(job.status == "pending" for job in expired)):
+            # The statement's snapshot cannot see the jobs it just put back: claim once more so that,
+            # as on SQLite, the claim that settles a lease may hand the job out again.
+            params.update(limit=limit - len(rows))
+            if not keep:  # a request id's jobs share one token (its kept request names it)
+                params.update(token=secrets.token_hex(16))
+            lock = LOCK_LIMITED["types" in params]
+            with conn.pipeline():
+                tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, keep)
+            rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
+
+    def _report_and_claim(
+        self,
+        report: dict[str, str],
+        params: dict[str, Any],
+        alone: Callable[[], JobRecord | Unchanged],
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        """A guarded, self-logging report and the claim in one statement (``report`` maps each claim
+        statement to it, sql.py), in the claim's transaction: one round trip, as a claim alone. The
+        statement reports only on a job outside every workflow; any other report (a job in a workflow,
+        whose transition settles its dependents and batch; a repeated report; a refused one) is made
+        ``alone``, then, when it was not refused, the claim follows in a transaction of its own."""
+        typed = "types" in params
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            conn = cur.connection
+            statement = self._claim_statement(cur, typed)
+            with conn.pipeline():
+                tagged, due = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[typed], report[statement], params)
+            done = [row[1:] for row in tagged if row[0] == "reported"]
+            if done:
+                job = decode_job(done[0])
+                claimed = [row for row in tagged if row[0] != "reported"]
+                # What the statement's snapshot cannot see, a claim after it can, as on SQLite: a failure's
+                # retry due at once, and the slot the report freed under a type's concurrency limit (while
+                # any type has a limit or is paused, ``_claim_statement``).
+                again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
+                return job, self._claimed(conn, cur, claimed, statement, params, again, due=due)
+        outcome = alone()
+        if isinstance(outcome, Unchanged):
+            return outcome, Claimed([], [])
+        backoff = Backoff(params["base"], params["cap"])
+        expires = params["expires"] - params["now"]
+        return outcome, self._claim(
+            params["worker"],
+            params["now"],
+            expires.total_seconds(),
+            params["limit"],
+            params.get("types"),
+            backoff,
+            None,
+        )
+
+    @retry_aborted
+    def complete_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        result_json: str | None,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        params.update(id=job_id, held=token, result=bind_json(result_json))
+
+        def alone() -> JobRecord | Unchanged:
+            return self.complete(job_id, worker, token, now=now, result_json=result_json)
+
+        return self._report_and_claim(COMPLETE_THEN_CLAIM, params, alone)
+
+    @retry_aborted
+    def fail_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        params.update(_fail_params(job_id, worker, token, now, error, retryable, backoff))
+        params.update(held=token, token=secrets.token_hex(16))  # the report's token, the new lease's
+
+        def alone() -> JobRecord | Unchanged:
+            return self.fail(
+                job_id, worker, token, now=now, error=error, retryable=retryable, backoff=backoff
+            )
+
+        return self._report_and_claim(FAIL_THEN_CLAIM, params, alone)
 
     def _claim_statement(self, cur: Any, typed: bool) -> str:
         """The claim statement that carries both ways (sql.py), or, while no type has a limit or is
@@ -419,18 +557,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         retryable: bool,
         backoff: Backoff,
     ) -> JobRecord | Unchanged:
-        params = {
-            "id": job_id,
-            "worker": worker,
-            "token": token,
-            "now": now,
-            "retryable": retryable,
-            "error": error,
-            "base": backoff.base,
-            "cap": backoff.cap,
-            "jitter": backoff.rand(),
-        }
-        return self._report(FAIL, params)
+        return self._report(FAIL, _fail_params(job_id, worker, token, now, error, retryable, backoff))
 
     @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:

@@ -675,3 +675,37 @@ FLOWS = Flows(
     dependents_of="SELECT job_id FROM job_dependencies WHERE depends_on_id = %(id)s ORDER BY job_id"
     " LIMIT %(limit)s",
 )
+# -- a report and the next claim, in one statement (docs/api.md#report-and-claim-in-one-request) --------
+# The counter triggers count each statement into a shard of their own drawn at random (migration 0003): two
+# statements of one transaction would take counter rows' locks in an order another transaction may
+# reverse. One statement counts everything it changed at once, in key order. The claim's writes (settling
+# expired leases, leasing jobs) happen only when the report did; the reported job is left to the report.
+_REPORT_GUARD = "EXISTS (SELECT 1 FROM {reported})"
+_EXPIRE_WHERE = f"WHERE status = 'running' AND lease_expires_at < %(now)s AND {_PLAIN} RETURNING"
+_LEASE_WHERE = "WHERE jobs.id = ANY(ARRAY(SELECT id FROM within))"
+
+
+def _then_claim(report: str, claim: str) -> str:
+    """``report`` (a guarded report: ``WITH <its CTEs> SELECT <columns> FROM <the updated job>``) and
+    ``claim`` as one statement, its rows tagged 'claimed', 'expired' or 'reported'. The report's lease
+    token is bound as ``held`` (the claim's ``token`` is the new lease's)."""
+    ctes, _, final = report.removeprefix("WITH ").rpartition(" SELECT ")
+    reported = final.rsplit(" FROM ", 1)[1]
+    guard = _REPORT_GUARD.format(reported=reported)
+    assert claim.count(_EXPIRE_WHERE) == claim.count(_LEASE_WHERE) == 1, "the claim's shape changed"
+    claim = claim.replace(
+        _EXPIRE_WHERE, _EXPIRE_WHERE.replace(" RETURNING", f" AND id <> %(id)s AND {guard} RETURNING")
+    )
+    claim = claim.replace(_LEASE_WHERE, f"{_LEASE_WHERE} AND {guard}")
+    ctes = ctes.replace("%(token)s", "%(held)s")
+    return (
+        claim.replace("WITH RECURSIVE ", f"WITH RECURSIVE {ctes}, ", 1)
+        + f" UNION ALL SELECT 'reported', {JOB_COLUMNS} FROM {reported}"
+    )
+
+
+_CLAIMS = (*CLAIM.values(), *CLAIM_IN_ORDER.values())
+# Keyed by the claim statement the engine would run alone.
+# The reports of jobs outside every workflow only (``plain``): any other report is made alone (engine.py).
+COMPLETE_THEN_CLAIM = {claim: _then_claim(plain(COMPLETE), claim) for claim in _CLAIMS}
+FAIL_THEN_CLAIM = {claim: _then_claim(plain(FAIL), claim) for claim in _CLAIMS}

@@ -161,6 +161,21 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         backoff: Backoff,
         request_id: str | None = None,
     ) -> Claimed:
+        with self.db.cursor(write=True) as cur:
+            return self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
+
+    def _claim(
+        self,
+        cur: Any,
+        worker: str,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+        request_id: str | None = None,
+    ) -> Claimed:
+        """The claim, in the caller's transaction."""
         ts = bind_time(now)
         params = {
             "now": ts,
@@ -171,28 +186,27 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         }
         if types:
             params["types"] = json.dumps(list(types))
-        with self.db.cursor(write=True) as cur:
-            if request_id is not None:  # the writer's lock: no other claim with this id runs meanwhile
-                asked = {"worker": worker, "request_id": request_id, "now": ts}
-                earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
-                if earlier is not None:
-                    rows = cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall()
-                    return Claimed(sorted(map(decode_job, rows), key=claim_order), [])
-            due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
-            # First: a job settled here may be claimed at once.
-            expired = self._expire(cur, now, backoff) if due else []
-            # Down the claim index while it has nothing to pass over; else type by type (sql.py).
-            if types or waiting:
-                statement = CLAIM_BY_TYPE[bool(types)]
-            else:
-                statement = CLAIM_IN_ORDER[limited]
-            jobs = sorted(map(decode_job, cur.execute(statement, params).fetchall()), key=claim_order)
-            if limited and jobs:
-                cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
-            _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
-            if request_id is not None and jobs:
-                cur.execute(DROP_CLAIM_REQUESTS, {"now": ts})
-                cur.execute(KEEP_CLAIM_REQUEST, {**params, "request_id": request_id})
+        if request_id is not None:  # the writer's lock: no other claim with this id runs meanwhile
+            asked = {"worker": worker, "request_id": request_id, "now": ts}
+            earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
+            if earlier is not None:
+                rows = cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall()
+                return Claimed(sorted(map(decode_job, rows), key=claim_order), [])
+        due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
+        # First: a job settled here may be claimed at once.
+        expired = self._expire(cur, now, backoff) if due else []
+        # Down the claim index while it has nothing to pass over; else type by type (sql.py).
+        if types or waiting:
+            statement = CLAIM_BY_TYPE[bool(types)]
+        else:
+            statement = CLAIM_IN_ORDER[limited]
+        jobs = sorted(map(decode_job, cur.execute(statement, params).fetchall()), key=claim_order)
+        if limited and jobs:
+            cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
+        _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
+        if request_id is not None and jobs:
+            cur.execute(DROP_CLAIM_REQUESTS, {"now": ts})
+            cur.execute(KEEP_CLAIM_REQUEST, {**params, "request_id": request_id})
         return Claimed(jobs, expired)
 
     def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
@@ -215,17 +229,42 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
     def complete(
         self, job_id: int, worker: str, token: str, *, now: datetime, result_json: str | None
     ) -> JobRecord | Unchanged:
+        with self.db.cursor(write=True) as cur:
+            return self._complete(cur, job_id, worker, token, now, result_json)
+
+    def _complete(
+        self, cur: Any, job_id: int, worker: str, token: str, now: datetime, result_json: str | None
+    ) -> JobRecord | Unchanged:
+        """The completion, in the caller's transaction."""
         ts = bind_time(now)
         params = {"id": job_id, "worker": worker, "token": token, "now": ts, "result": result_json}
-        with self.db.cursor(write=True) as cur:
-            row = first_row(cur.execute(COMPLETE, params))
-            if row is None:
-                return self._reported(cur, job_id, worker, token)
-            job = decode_job(row)
-            _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
-            if job.in_workflow:
-                self._settle(cur, now, [job])
+        row = first_row(cur.execute(COMPLETE, params))
+        if row is None:
+            return self._reported(cur, job_id, worker, token)
+        job = decode_job(row)
+        _log(cur, [(job_id, ts, "completed", worker, job.retry_count + 1, None)])
+        if job.in_workflow:
+            self._settle(cur, now, [job])
         return job
+
+    def complete_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        result_json: str | None,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        with self.db.cursor(write=True) as cur:
+            job = self._complete(cur, job_id, worker, token, now, result_json)
+            if isinstance(job, Unchanged):
+                return job, Claimed([], [])
+            return job, self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
 
     def complete_many(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
@@ -249,19 +288,53 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         retryable: bool,
         backoff: Backoff,
     ) -> JobRecord | Unchanged:
+        with self.db.cursor(write=True) as cur:
+            return self._fail(cur, job_id, worker, token, now, error, retryable, backoff)
+
+    def _fail(
+        self,
+        cur: Any,
+        job_id: int,
+        worker: str,
+        token: str,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        backoff: Backoff,
+    ) -> JobRecord | Unchanged:
+        """The failure's report, in the caller's transaction."""
         ts = bind_time(now)
         params = {"id": job_id, "worker": worker, "token": token, "now": ts, "retryable": int(retryable)}
-        with self.db.cursor(write=True) as cur:
-            row = first_row(cur.execute(FAIL, {**params, "error": error}))
-            if row is None:
-                return self._reported(cur, job_id, worker, token)
-            job = self._push_back(cur, decode_job(row), now, backoff)
-            if job.status == "pending":  # retry_count already counts the attempt that failed
-                _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
-            else:  # failed, or cancelled when that was requested (docs/running-jobs.md)
-                _log(cur, [(job_id, ts, job.status, worker, job.retry_count + 1, error)])
-                self._after(cur, now, [job])
+        row = first_row(cur.execute(FAIL, {**params, "error": error}))
+        if row is None:
+            return self._reported(cur, job_id, worker, token)
+        job = self._push_back(cur, decode_job(row), now, backoff)
+        if job.status == "pending":  # retry_count already counts the attempt that failed
+            _log(cur, [(job_id, ts, "retry_scheduled", worker, job.retry_count, error)])
+        else:  # failed, or cancelled when that was requested (docs/running-jobs.md)
+            _log(cur, [(job_id, ts, job.status, worker, job.retry_count + 1, error)])
+            self._after(cur, now, [job])
         return job
+
+    def fail_and_claim(
+        self,
+        job_id: int,
+        worker: str,
+        token: str,
+        *,
+        now: datetime,
+        error: str,
+        retryable: bool,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        with self.db.cursor(write=True) as cur:
+            job = self._fail(cur, job_id, worker, token, now, error, retryable, backoff)
+            if isinstance(job, Unchanged):
+                return job, Claimed([], [])
+            return job, self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         with self.db.cursor(write=True) as cur:

@@ -1,0 +1,183 @@
+"""``complete_and_claim`` and ``fail_and_claim``: a report and the next claim in one transaction, on each
+engine (docs/api.md#report-and-claim-in-one-request)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from queuelog.engines import Backoff, Unchanged
+from tests.engines.conftest import NOW, later, new, set_type
+from tests.engines.test_conformance import FIXED, NO_WAIT, claim, history
+
+
+def complete_next(engine, job, *, worker="w", at=NOW, limit=1, types=None, result='{"ok": true}'):
+    return engine.complete_and_claim(
+        job.id,
+        worker,
+        job.lease_token,
+        now=at,
+        result_json=result,
+        lease_seconds=30,
+        limit=limit,
+        types=types,
+        backoff=FIXED,
+    )
+
+
+def fail_next(engine, job, *, worker="w", at=NOW, retryable=True, backoff=FIXED, limit=1):
+    return engine.fail_and_claim(
+        job.id,
+        worker,
+        job.lease_token,
+        now=at,
+        error="boom",
+        retryable=retryable,
+        lease_seconds=30,
+        limit=limit,
+        types=None,
+        backoff=backoff,
+    )
+
+
+def test_complete_and_claim_completes_then_claims_in_claim_order(engine):
+    engine.insert("alice", [new(priority=0), new(priority=5), new(type="sms", priority=9)], NOW)
+    [first] = claim(engine).jobs
+    done, claimed = complete_next(engine, first, at=later(1), limit=2)
+    assert not isinstance(done, Unchanged)
+    assert (done.id, done.status, done.result) == (first.id, "completed", '{"ok": true}')
+    assert [(j.priority, j.status, j.worker_id) for j in claimed.jobs] == [
+        (5, "running", "w"),
+        (0, "running", "w"),
+    ]
+    assert all(j.lease_token and j.lease_expires_at == later(31) for j in claimed.jobs)
+    assert claimed.expired == []
+    assert history(engine, first.id) == [("enqueued", "alice", 0), ("claimed", "w", 1), ("completed", "w", 1)]
+    for job in claimed.jobs:
+        assert history(engine, job.id) == [("enqueued", "alice", 0), ("claimed", "w", 1)]
+
+
+def test_complete_and_claim_honours_types_and_answers_none_when_nothing_is_claimable(engine):
+    engine.insert("alice", [new(type="sms", priority=9), new(type="email")], NOW)
+    [sms] = claim(engine).jobs
+    done, claimed = complete_next(engine, sms, types=["sms"])
+    assert done.status == "completed" and claimed.jobs == []
+    [email] = claim(engine).jobs
+    assert email.type == "email"
+    done, claimed = complete_next(engine, email, types=["email", "sms"], limit=5)
+    assert done.status == "completed" and claimed.jobs == []
+
+
+def test_a_refused_report_claims_nothing_and_changes_nothing(engine):
+    engine.insert("alice", [new(), new()], NOW)
+    [held] = claim(engine).jobs
+    wrong = held._replace(lease_token="0" * 32)
+    done, claimed = complete_next(engine, wrong)
+    assert isinstance(done, Unchanged) and done.job.status == "running" and claimed.jobs == []
+    done, claimed = fail_next(engine, wrong)
+    assert isinstance(done, Unchanged) and done.job.status == "running" and claimed.jobs == []
+    other = engine.get(held.id + 1)
+    assert other.status == "pending" and history(engine, other.id) == [("enqueued", "alice", 0)]
+    assert history(engine, held.id) == [("enqueued", "alice", 0), ("claimed", "w", 1)]
+    missing = held._replace(id=held.id + 100)
+    done, claimed = complete_next(engine, missing)
+    assert isinstance(done, Unchanged) and done.job is None and claimed.jobs == []
+    assert engine.get(other.id).status == "pending"
+    # Another worker cannot report the job either, whatever it asks next.
+    done, claimed = complete_next(engine, held, worker="intruder")
+    assert isinstance(done, Unchanged) and claimed.jobs == [] and engine.get(other.id).status == "pending"
+
+
+def test_fail_and_claim_retries_later_and_claims_another(engine):
+    engine.insert("alice", [new(priority=5), new(priority=0)], NOW)
+    [first] = claim(engine).jobs
+    failed, claimed = fail_next(engine, first)
+    assert (failed.status, failed.retry_count, failed.error) == ("pending", 1, "boom")
+    assert failed.available_at == later(7.5)  # FIXED: 10 * 0.75
+    [second] = claimed.jobs
+    assert second.id != first.id and second.status == "running"
+    assert history(engine, first.id)[-1] == ("retry_scheduled", "w", 1)
+
+
+def test_fail_and_claim_may_hand_the_failed_job_out_again_at_once(engine):
+    [(job, _)] = engine.insert("alice", [new()], NOW)
+    [held] = claim(engine).jobs
+    failed, claimed = fail_next(engine, held, backoff=NO_WAIT)
+    assert failed.status == "pending"
+    [again] = claimed.jobs
+    assert again.id == job.id and again.retry_count == 1 and again.lease_token != held.lease_token
+    failed, claimed = fail_next(engine, again, retryable=False)
+    assert failed.status == "failed" and claimed.jobs == []
+
+
+def test_the_claim_settles_expired_leases_first(engine):
+    engine.insert("alice", [new(), new()], NOW)
+    [a] = claim(engine, worker="gone", lease=10).jobs
+    [b] = claim(engine, worker="w", lease=100).jobs
+    done, claimed = complete_next(engine, b, at=later(20), limit=5)
+    assert done.status == "completed"
+    assert [j.id for j in claimed.expired] == [a.id]
+    assert claimed.expired[0].status == "pending"
+
+
+def test_many_threads_complete_and_claim_each_job_exactly_once(engine):
+    total, threads = 120, 6
+    engine.insert("alice", [new(payload={"n": n}) for n in range(total)], NOW)
+    start = threading.Barrier(threads)
+
+    def work(index):
+        worker = f"w{index}"
+        start.wait()
+        done = []
+        jobs = claim(engine, worker=worker, backoff=Backoff(0, 0)).jobs
+        while jobs:
+            job = jobs[0]
+            finished, claimed = complete_next(engine, job, worker=worker)
+            assert not isinstance(finished, Unchanged)
+            done.append(finished.id)
+            jobs = claimed.jobs
+        return done
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(work, range(threads)))
+    completed = [job_id for done in results for job_id in done]
+    assert len(completed) == total and len(set(completed)) == total
+    jobs = engine.list_jobs(limit=total + 1)
+    assert len(jobs) == total and {j.status for j in jobs} == {"completed"}
+    for job in jobs:  # one claim and one completion each: never handed out twice
+        events = [event for event, _, _ in history(engine, job.id)]
+        assert events == ["enqueued", "claimed", "completed"]
+
+
+def test_the_slot_a_report_frees_under_a_concurrency_limit_goes_to_its_claim(db, engine):
+    set_type(db, "email", concurrency=1)
+    engine.insert("alice", [new(), new(), new()], NOW)
+    [held] = claim(engine).jobs
+    assert claim(engine, worker="other").jobs == []  # the one slot is taken
+    done, claimed = complete_next(engine, held, limit=3)
+    assert done.status == "completed"
+    [following] = claimed.jobs  # the freed slot, and no more
+    failed, claimed = fail_next(engine, following, retryable=False, limit=3)
+    assert failed.status == "failed" and len(claimed.jobs) == 1
+
+
+def test_a_report_and_claim_of_a_job_in_a_workflow_settles_its_dependents_and_claims_them(engine):
+    """Completing (or failing) a job that others wait for releases (or cancels) them in the report's
+    transaction, as ``complete`` does (docs/workflows.md); the claim that follows may take the released
+    job at once. A report repeated with its token answers the job and claims again."""
+    [(a, _)] = engine.insert("alice", [new(max_retries=0)], NOW)
+    [(b, _)] = engine.insert("alice", [new()._replace(depends_on=(a.id,))], NOW)
+    assert b.status == "waiting"
+    [held] = claim(engine, at=NOW).jobs
+    done, claimed = complete_next(engine, held, at=later(1))
+    assert done.status == "completed" and [j.id for j in claimed.jobs] == [b.id]
+    assert [e[0] for e in history(engine, b.id)][:3] == ["enqueued", "released", "claimed"]
+    again, more = complete_next(engine, held, at=later(2))
+    assert not isinstance(again, Unchanged) and again.status == "completed" and more.jobs == []
+    [(c, _)] = engine.insert("alice", [new(max_retries=0)], later(3))
+    [(d, _)] = engine.insert("alice", [new()._replace(depends_on=(c.id,))], later(3))
+    [held_c] = [j for j in claim(engine, at=later(4)).jobs]
+    assert held_c.id == c.id
+    failed, none = fail_next(engine, held_c, at=later(5), retryable=False)
+    assert failed.status == "failed" and none.jobs == []
+    assert engine.get(d.id).status == "cancelled"
