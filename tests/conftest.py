@@ -28,6 +28,7 @@ import requests
 from sqlalchemy import create_engine, text
 
 from queuelog import create_app
+from queuelog.config import FALSE_WORDS
 from queuelog.db import Database
 from queuelog.models import Base
 from queuelog.queue.admin import AdminStore
@@ -37,12 +38,7 @@ PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
 # Through PgBouncer in transaction mode (tests/test_pgbouncer.py runs the suite so): a schema made
 # beforehand, which the pooler's connect_query puts on the search path, and no prepared statements.
 PG_SCHEMA = os.environ.get("QUEUELOG_TEST_POSTGRES_SCHEMA")
-PG_PREPARED = os.environ.get("QUEUELOG_DB_PREPARED_STATEMENTS", "true").lower() not in (
-    "false",
-    "0",
-    "no",
-    "off",
-)
+PG_PREPARED = os.environ.get("QUEUELOG_DB_PREPARED_STATEMENTS", "true").lower() not in FALSE_WORDS
 ADMIN_PASSWORD = "admin-password-for-tests"
 # One cheap hash instead of scrypt (~0.4 s each): nearly every test makes users. Set in the environment, so
 # that the servers, workers and commands the tests start in subprocesses hash cheaply too.

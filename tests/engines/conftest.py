@@ -20,15 +20,8 @@ from sqlalchemy import create_engine, text
 from queuelog.db import Database
 from queuelog.engines import NewJob, engine_for
 from queuelog.models import Base, JobType
+from tests.conftest import PG_PREPARED, PG_SCHEMA, PG_URL
 
-PG_URL = os.environ.get("QUEUELOG_TEST_POSTGRES_URL")
-PG_SCHEMA = os.environ.get("QUEUELOG_TEST_POSTGRES_SCHEMA")
-PG_PREPARED = os.environ.get("QUEUELOG_DB_PREPARED_STATEMENTS", "true").lower() not in (
-    "false",
-    "0",
-    "no",
-    "off",
-)
 TABLES = ", ".join(table.name for table in Base.metadata.sorted_tables)
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 
