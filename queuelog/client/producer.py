@@ -38,7 +38,7 @@ from queuelog.client.shapes import (
     rfc3339,
 )
 from queuelog.wire.job import Event, Job
-from queuelog.wire.transport import Answer, NoAnswer, Transport
+from queuelog.wire.transport import NoAnswer, Transport
 
 RETRIED_STATUSES = frozenset({502, 503, 504})
 
@@ -53,11 +53,6 @@ def _batch_path(batch_id: int, action: str = "") -> str:
     if not isinstance(batch_id, int) or isinstance(batch_id, bool):
         raise TypeError(f"a batch id is an int, not {batch_id!r}")
     return f"/batches/{batch_id}{action}"
-
-
-def _retry_after(answer: Answer) -> float | None:
-    value = answer.headers.get("Retry-After", "")
-    return float(value) if value.strip().isdigit() else None
 
 
 class Client:
@@ -142,7 +137,7 @@ class Client:
             else:
                 if 200 <= answer.status < 300:
                     return answer.body
-                error = from_answer(answer.status, answer.body, _retry_after(answer))
+                error = from_answer(answer.status, answer.body, answer.retry_after)
                 if answer.status not in RETRIED_STATUSES:
                     error.attempts = attempt
                     raise error

@@ -43,6 +43,12 @@ class Answer(NamedTuple):
     headers: http.client.HTTPMessage
     body: Any
 
+    @property
+    def retry_after(self) -> float | None:
+        """The seconds its ``Retry-After`` header asks to wait (delta-seconds: digits), or None."""
+        value = self.headers.get("Retry-After", "").strip()
+        return float(value) if value.isdigit() else None
+
 
 class NoAnswer(Exception):
     """The request got no answer: the connection failed, was dropped, or timed out. The server may or may

@@ -25,14 +25,6 @@ class TransientError(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(headers: Any) -> float | None:
-    try:
-        value = float(headers.get("Retry-After", ""))
-    except (TypeError, ValueError):
-        return None
-    return value if value >= 0 else None
-
-
 class RequestRefused(Exception):
     """The server answered with a 4xx: the request itself is wrong, and repeating it will not help.
 
@@ -80,7 +72,7 @@ class QueueClient:
             raise TransientError(str(exc)) from exc
         if answer.status >= 500 or answer.status == 429:
             raise TransientError(
-                f"{method} {path}: {describe(answer.status, answer.body)}", _retry_after(answer.headers)
+                f"{method} {path}: {describe(answer.status, answer.body)}", answer.retry_after
             )
         if answer.status >= 400:
             raise RequestRefused(answer.status, answer.body)
@@ -124,7 +116,7 @@ class QueueClient:
             body["lease_seconds"] = lease_seconds
         answer = self._send("POST", "/jobs/claim", body, timeout=wait_seconds + self.timeout)
         jobs: list[dict[str, Any]] = answer.body["jobs"]
-        if not jobs and wait_seconds > 0 and (pause := _retry_after(answer.headers)):
+        if not jobs and wait_seconds > 0 and (pause := answer.retry_after):
             # The server had as many waiting long polls as it allows and answered at once: wait here
             # instead, as long as it asks (within this long poll's time), before asking again.
             time.sleep(min(pause, wait_seconds))
