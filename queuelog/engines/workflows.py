@@ -12,6 +12,9 @@ transaction that the engine opens, so that a job's transition and all it implies
   finished members (one statement per batch), and the transition that finishes its last member finishes
   it and enqueues its callbacks, once, under the guard ``status = 'running'``.
 - A job without dependents, dependencies or batch never comes here: its transitions cost what they did.
+- Inserting jobs that wait (``_insert_jobs``): where the engine has the statements (PostgreSQL,
+  ``Flows.insert_many``), a whole insert, a batch of 1,000 chained jobs as much as one job, is a constant
+  number of statements (``_insert_at_once``); elsewhere (SQLite, in process) a few statements per job.
 
 On PostgreSQL two transactions may finish two dependencies of one job at once, each unable to see the
 other's change: ``lock_waiting`` locks the waiting dependents first (in id order), so that the second
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from queuelog.db import DatabaseUnavailable
 from queuelog.engines.records import (
     BATCH_FIELDS,
     BatchConflict,
@@ -78,6 +82,12 @@ class Flows:
     holds_member: str  # id, worker, token -> id
     grow_batch: str  # id, n, now -> owner
     dependents_of: str  # id, limit -> job_id
+    # A whole insert in a constant number of statements (PostgreSQL; None: one job at a time):
+    reserve_ids: str | None = None  # n -> id: n new jobs' ids, in any order
+    by_keys: str | None = None  # owner, keys -> idempotency_key, fingerprint, JOB_COLUMNS
+    take_counted: dict[bool, str] | None = None  # by "only the owner's": ids, counts -> (id, status)
+    insert_many: str | None = None  # the new jobs, their dependencies and history rows -> JOB_COLUMNS
+    bind_many: Callable[[dict[str, list[Any]]], dict[str, Any]] | None = None  # insert_many's arrays
 
 
 def _ids_json(ids: Sequence[int]) -> str | None:
@@ -118,6 +128,9 @@ class WorkflowEngine:
         Dependencies must be ``scope``'s jobs (any when None). Raises ``DependencyMissing``,
         ``KeyConflict``."""
         f = self.flows
+        keys = [new.idempotency_key for new in jobs if new.idempotency_key is not None]
+        if f.insert_many is not None and len(set(keys)) == len(keys):
+            return self._insert_at_once(cur, owner, jobs, now, scope=scope, batch_id=batch_id)
         ts = f.bind_time(now)
         out: list[tuple[JobRecord, bool]] = []
         events: list[tuple[Any, ...]] = []
@@ -187,6 +200,115 @@ class WorkflowEngine:
             if cause is not None:
                 events.append((job.id, ts, "cancelled", f"job {cause}", 0, None))
         self._log(cur, events)
+        return out
+
+    def _insert_at_once(
+        self,
+        cur: Any,
+        owner: str,
+        jobs: Sequence[NewJob],
+        now: datetime,
+        *,
+        scope: str | None,
+        batch_id: int | None,
+    ) -> list[tuple[JobRecord, bool]]:
+        """``_insert_jobs`` in a constant number of statements, however many jobs and dependencies: the
+        jobs their keys name already, the new jobs' ids, the existing dependencies (locked, their
+        ``dependents`` counted), then one statement that inserts every new job with its dependency rows and
+        history rows. Each new job's status follows from its dependencies' as ``_insert_jobs`` decides it;
+        a dependency on an earlier job of the same insert is read from what this one decided for it."""
+        f = self.flows
+        assert f.reserve_ids and f.by_keys and f.take_counted and f.insert_many and f.bind_many
+        ts = f.bind_time(now)
+        existing: dict[str, tuple[JobRecord, Any]] = {}
+        keys = [new.idempotency_key for new in jobs if new.idempotency_key is not None]
+        if keys:
+            for row in cur.execute(f.by_keys, {"owner": owner, "keys": keys}).fetchall():
+                existing[row[0]] = (f.decode_job(row[2:]), row[1])
+        fresh = [i for i, new in enumerate(jobs) if new.idempotency_key not in existing]
+        ids: dict[int, int] = {}  # index -> id, for every job of the insert
+        if fresh:
+            reserved = sorted(int(r[0]) for r in cur.execute(f.reserve_ids, {"n": len(fresh)}).fetchall())
+            ids = dict(zip(fresh, reserved, strict=True))
+        for index, new in enumerate(jobs):
+            if index not in ids:
+                ids[index] = existing[new.idempotency_key or ""][0].id
+        # Existing dependencies: jobs named by id, and earlier jobs of this insert that were there already.
+        deps_of: dict[int, list[int]] = {}
+        outside: dict[int, int] = {}  # existing dependency -> how many new jobs depend on it
+        created = set(ids[i] for i in fresh)
+        for index in fresh:
+            new = jobs[index]
+            deps = list(new.depends_on) + [ids[i] for i in new.after]
+            deps_of[index] = deps
+            for dep in set(deps) - created:
+                outside[dep] = outside.get(dep, 0) + 1
+        statuses: dict[int, str] = {}
+        if outside:
+            taken = sorted(outside)
+            params = {"ids": f.bind_ids(taken), "counts": [outside[d] for d in taken], "owner": scope}
+            rows = cur.execute(f.take_counted[scope is not None], params).fetchall()
+            statuses = {int(i): status for i, status in rows}
+        out: list[tuple[JobRecord, bool]] = []
+        columns: dict[str, list[Any]] = {
+            name: []
+            for name in (
+                "ids", "types", "payloads", "priorities", "statuses", "max_retries", "keys",
+                "fingerprints", "available_at", "depends_on", "waiting_on", "on_failure", "dependents",
+                "edge_jobs", "edge_deps", "cancelled", "causes",
+            )
+        }  # fmt: skip
+        dependents: dict[int, int] = {}
+        for index, new in enumerate(jobs):
+            if index not in deps_of:
+                job, fingerprint = existing[new.idempotency_key or ""]
+                if fingerprint != new.fingerprint:
+                    raise KeyConflict(index, job)
+                continue
+            deps = deps_of[index]
+            for position, dep in enumerate(new.depends_on):
+                if dep not in statuses:
+                    raise DependencyMissing(index, position, dep)
+            job_id = ids[index]
+            unfinished = [d for d in deps if statuses[d] not in FINISHED]
+            bad = [d for d in deps if statuses[d] in ("failed", "cancelled")]
+            if bad and new.on_dependency_failure != "run":
+                status = "cancelled"
+                columns["cancelled"].append(job_id)
+                columns["causes"].append(min(bad))
+            elif unfinished:
+                status = "waiting"
+            else:
+                status = "pending"
+            statuses[job_id] = status
+            for dep in sorted(set(deps)):
+                columns["edge_jobs"].append(job_id)
+                columns["edge_deps"].append(dep)
+                if dep in created:
+                    dependents[dep] = dependents.get(dep, 0) + 1
+            for name, value in (
+                ("ids", job_id), ("types", new.type), ("payloads", new.payload_json),
+                ("priorities", new.priority), ("statuses", status), ("max_retries", new.max_retries),
+                ("keys", new.idempotency_key), ("fingerprints", new.fingerprint),
+                ("available_at", new.available_at), ("depends_on", _ids_json(deps)),
+                ("waiting_on", _ids_json(unfinished) if status == "waiting" else None),
+                ("on_failure", new.on_dependency_failure),
+            ):  # fmt: skip
+                columns[name].append(value)
+        columns["dependents"] = [dependents.get(i, 0) for i in columns["ids"]]
+        made: dict[int, JobRecord] = {}
+        if columns["ids"]:
+            params = {**f.bind_many(columns), "owner": owner, "now": ts, "batch_id": batch_id}
+            made = {job.id: job for job in map(f.decode_job, cur.execute(f.insert_many, params).fetchall())}
+            if len(made) != len(columns["ids"]):
+                # A concurrent insert took one of the keys since they were looked up: the whole
+                # transaction runs again (the engine's retry), and then finds that job.
+                raise DatabaseUnavailable("a concurrent insert took an idempotency key", conflict=True)
+        for index, new in enumerate(jobs):
+            if index in deps_of:
+                out.append((made[ids[index]], True))
+            else:
+                out.append((existing[new.idempotency_key or ""][0], False))
         return out
 
     def _callback(self, cur: Any, owner: str, batch_id: int, body: str, now: datetime) -> int:

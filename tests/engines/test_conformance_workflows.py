@@ -15,9 +15,10 @@ from queuelog.engines.records import (
     BatchConflict,
     Callback,
     DependencyMissing,
+    KeyConflict,
     NewBatch,
 )
-from tests.engines.conftest import NOW, later, new
+from tests.engines.conftest import NOW, count_jobs, later, new
 
 NO_WAIT = Backoff(0, 0)
 
@@ -401,3 +402,68 @@ def test_a_report_repeated_for_a_job_in_a_workflow_answers_as_the_first_and_sett
     assert [e for e, _ in history(engine, a.id)].count(first.status) == 1
     stranger = engine.complete(a.id, "w2", held.lease_token, now=later(2), result_json=None)
     assert isinstance(stranger, Unchanged)  # another worker's repeat is refused as before
+
+
+def test_a_thousand_chained_jobs_in_one_batch_are_written_whole(engine, db):
+    chain = [new(payload={"n": i}, priority=i % 3)._replace(after=(i - 1,) if i else ()) for i in range(1000)]
+    batch, created = make_batch(engine, chain)
+    assert (
+        created and batch.total == 1000 and len(batch.jobs) == 1000 and list(batch.jobs) == sorted(batch.jobs)
+    )
+    assert batch.counts["pending"] == 1 and batch.counts["waiting"] == 999
+    jobs = [engine.get(i) for i in batch.jobs]
+    assert [json.loads(j.payload)["n"] for j in jobs] == list(range(1000))
+    assert [j.status for j in jobs] == ["pending"] + ["waiting"] * 999
+    for before, job in zip(jobs, jobs[1:], strict=False):
+        assert ids(job.depends_on) == ids(job.waiting_on) == [before.id]
+        assert engine.dependents(before.id) == [job.id] and before.dependents == 1
+    assert jobs[0].depends_on is None and jobs[-1].dependents == 0
+    assert {history(engine, j.id)[0] for j in jobs} == {("enqueued", "alice")}
+    assert all(len(engine.events(j.id)) == 1 for j in (jobs[0], jobs[500], jobs[-1]))
+    counted = {(c.status, c.type, c.priority): c.n for c in engine.counts() if c.n}
+    assert counted == count_jobs(db)
+    assert engine.claimable(now=NOW)
+    finish(engine, jobs[0])
+    assert engine.get(jobs[1].id).status == "pending" and engine.get(jobs[2].id).status == "waiting"
+
+
+def test_an_insert_mixes_replays_refs_and_finished_dependencies(engine):
+    [(kept, _), (done, _), (gone, _)] = engine.insert("alice", [new(key="k1"), new(), new()], NOW)
+    finish(engine, kept)
+    engine.cancel(gone.id, "alice", now=NOW)
+    jobs = [
+        new(key="k1"),  # a replay: the job the key names, not a new one
+        new()._replace(after=(0,)),  # after the replayed job, which is completed
+        after(new(), done.id, key="k2"),
+        after(new(), gone.id)._replace(after=(2,)),  # a cancelled dependency: cancelled too
+        after(new(), gone.id, run=True),  # ... unless it runs whatever the outcome
+        new()._replace(after=(3,)),  # after a job this insert cancels
+    ]
+    out = engine.insert("alice", jobs, NOW, scope="alice")
+    assert [created for _, created in out] == [False, True, True, True, True, True]
+    replay, ready, waits, doomed, runs, follows = (job for job, _ in out)
+    assert replay.id == kept.id and ready.status == "pending" and ids(ready.depends_on) == [kept.id]
+    assert waits.status == "waiting" and ids(waits.waiting_on) == [done.id]
+    assert (
+        doomed.status == "cancelled"
+        and doomed.finished_at == NOW
+        and ids(doomed.depends_on) == sorted([gone.id, waits.id])
+    )
+    assert history(engine, doomed.id) == [("enqueued", "alice"), ("cancelled", f"job {gone.id}")]
+    assert runs.status == "pending" and follows.status == "cancelled"
+    assert history(engine, follows.id) == [("enqueued", "alice"), ("cancelled", f"job {doomed.id}")]
+    assert (engine.get(kept.id).dependents, engine.get(done.id).dependents) == (1, 1)
+    assert (engine.get(gone.id).dependents, engine.get(waits.id).dependents) == (2, 1)
+    assert engine.dependents(gone.id) == [doomed.id, runs.id]
+    again = engine.insert("alice", jobs[:3], NOW, scope="alice")  # the keyed ones replay, the other is new
+    assert [(job.id, created) for job, created in again][::2] == [(kept.id, False), (waits.id, False)]
+    assert again[1][1] and again[1][0].status == "pending" and engine.get(kept.id).dependents == 2
+
+
+def test_a_key_used_twice_in_one_insert_or_changed_is_a_replay_or_a_conflict(engine):
+    [(first, made), (second, again)] = engine.insert("alice", [new(key="d"), new(key="d")], NOW)
+    assert made and not again and first.id == second.id
+    with pytest.raises(KeyConflict) as refused:
+        engine.insert("alice", [new(), new(key="d", payload={"other": 1})._replace(after=(0,))], NOW)
+    assert refused.value.index == 1 and refused.value.job.id == first.id
+    assert [j.id for j in engine.list_jobs(owner="alice")] == [first.id]

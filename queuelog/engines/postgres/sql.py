@@ -620,6 +620,67 @@ def list_batches(columns: tuple[str, ...], keyset: bool) -> str:
     return f"SELECT {BATCH_COLUMNS} FROM batches{condition} ORDER BY id DESC LIMIT %(limit)s"
 
 
+# A whole insert of jobs that wait (workflows.py, ``_insert_at_once``): ids reserved first, so that each job's
+# ``depends_on`` can name its siblings; then one statement inserts the jobs (in id order), their dependency
+# rows and their history rows ('enqueued', then 'cancelled' for a job a finished dependency cancels).
+_MANY = (
+    ("ids", "id", "bigint"),
+    ("types", "type", "text"),
+    ("payloads", "payload", "text"),
+    ("priorities", "priority", "smallint"),
+    ("statuses", "status", "text"),
+    ("max_retries", "max_retries", "integer"),
+    ("keys", "idempotency_key", "text"),
+    ("fingerprints", "fingerprint", "text"),
+    ("available_at", "available_at", "timestamptz"),
+    ("depends_on", "depends_on", "text"),
+    ("waiting_on", "waiting_on", "text"),
+    ("on_failure", "on_dependency_failure", "text"),
+    ("dependents", "dependents", "integer"),
+)
+_INSERT_MANY = (
+    "WITH j AS (INSERT INTO jobs (id, type, payload, priority, status, retry_count, max_retries,"
+    " idempotency_key, fingerprint, owner, available_at, created_at, updated_at, finished_at, batch_id,"
+    " callback_of, depends_on, waiting_on, on_dependency_failure, dependents)"
+    " SELECT u.id, u.type, u.payload::jsonb, u.priority, u.status, 0, u.max_retries, u.idempotency_key,"
+    " u.fingerprint, %(owner)s::text, u.available_at, %(now)s::timestamptz, %(now)s::timestamptz,"
+    " CASE WHEN u.status = 'cancelled' THEN %(now)s::timestamptz END, %(batch_id)s::bigint, NULL, u.depends_on,"
+    " u.waiting_on, u.on_dependency_failure, u.dependents"
+    f" FROM unnest({', '.join(f'%({name})s::{kind}[]' for name, _, kind in _MANY)})"
+    f" AS u({', '.join(column for _, column, _ in _MANY)}) ORDER BY u.id"
+    f" ON CONFLICT DO NOTHING RETURNING {JOB_COLUMNS}),"
+    " d AS (INSERT INTO job_dependencies (job_id, depends_on_id) SELECT e.job_id, e.dep"
+    " FROM unnest(%(edge_jobs)s::bigint[], %(edge_deps)s::bigint[]) AS e(job_id, dep)"
+    " WHERE e.job_id IN (SELECT id FROM j)),"
+    " h AS (INSERT INTO job_events (job_id, at, event, actor, attempt, error)"
+    " SELECT x.job_id, %(now)s::timestamptz, x.event, x.actor, 0, NULL FROM ("
+    "SELECT id AS job_id, 0 AS step, 'enqueued' AS event, %(owner)s::text AS actor FROM j UNION ALL"
+    " SELECT c.job_id, 1, 'cancelled', 'job ' || c.cause FROM unnest(%(cancelled)s::bigint[],"
+    " %(causes)s::bigint[]) AS c(job_id, cause) WHERE c.job_id IN (SELECT id FROM j)"
+    ") x ORDER BY x.job_id, x.step)"
+    f" SELECT {JOB_COLUMNS} FROM j ORDER BY id"
+)
+_INTEGERS = frozenset(name for name, _, kind in _MANY if kind in ("bigint", "smallint", "integer"))
+
+
+def bind_many(columns: dict[str, list[Any]]) -> dict[str, str]:
+    """``_INSERT_MANY``'s parameters: each list as an array literal, cast by the statement."""
+    out: dict[str, str] = {}
+    for name, values in columns.items():
+        if name in _INTEGERS or name in ("edge_jobs", "edge_deps", "cancelled", "causes"):
+            out[name] = "{" + ",".join([str(int(v)) for v in values]) + "}"
+        elif name == "available_at":
+            out[name] = _text_array([v.isoformat() for v in values])
+        else:
+            out[name] = _text_array(values)
+    return out
+
+
+_TAKE_COUNTED = (
+    "UPDATE jobs SET dependents = jobs.dependents + t.n FROM unnest(%(ids)s::bigint[], %(counts)s::integer[])"
+    " AS t(id, n) WHERE jobs.id = t.id"
+)
+
 FLOWS = Flows(
     bind_ids=_bind_ids,
     bind_time=bind_time,
@@ -674,6 +735,15 @@ FLOWS = Flows(
     " AND status = 'running' RETURNING owner",
     dependents_of="SELECT job_id FROM job_dependencies WHERE depends_on_id = %(id)s ORDER BY job_id"
     " LIMIT %(limit)s",
+    reserve_ids="SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %(n)s)",
+    by_keys=f"SELECT idempotency_key, fingerprint, {JOB_COLUMNS} FROM jobs WHERE owner = %(owner)s"
+    " AND idempotency_key = ANY(%(keys)s::text[])",
+    take_counted={
+        False: f"{_TAKE_COUNTED} RETURNING jobs.id, jobs.status",
+        True: f"{_TAKE_COUNTED} AND jobs.owner = %(owner)s RETURNING jobs.id, jobs.status",
+    },
+    insert_many=_INSERT_MANY,
+    bind_many=bind_many,
 )
 # -- a report and the next claim, in one statement (docs/api.md#report-and-claim-in-one-request) --------
 # The counter triggers count each statement into a shard of their own drawn at random (migration 0003): two

@@ -1,0 +1,101 @@
+"""Inserts of jobs that wait on PostgreSQL (docs/workflows.md#cost): a whole batch in a few round trips,
+counted in libpq's own trace of the engine's connections (each message the client sends is a line; a
+round trip ends with the client's ``Sync``, or is one simple ``Query``), and an idempotency key taken by
+another transaction between the look-up and the insert."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+import pytest
+from psycopg.pq import Trace
+from sqlalchemy import event, text
+
+from queuelog.db import Database
+from queuelog.engines import engine_for
+from queuelog.engines.records import NewBatch
+from tests.conftest import PG_PREPARED
+from tests.engines.conftest import NOW, TABLES, new
+
+
+@contextmanager
+def round_trips(db: Database, path):
+    """Count the round trips of the block on ``db``'s connections: a list, its one item set at the end."""
+    traced = []
+    counted: list[int] = []
+    with open(path, "w") as trace:
+
+        def on_checkout(dbapi_connection, _record, _proxy):
+            pgconn = dbapi_connection.pgconn
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+            traced.append(pgconn)
+
+        event.listen(db.engine, "checkout", on_checkout)
+        try:
+            yield counted
+        finally:
+            event.remove(db.engine, "checkout", on_checkout)
+            for pgconn in traced:
+                pgconn.untrace()
+    with open(path) as trace:
+        sent = [line.split("\t") for line in trace.read().splitlines() if line.startswith("F")]
+    counted.append(sum(1 for fields in sent if fields[2] in ("Sync", "Query")))
+
+
+@pytest.fixture
+def pg(postgres_url):
+    database = Database(postgres_url, prepared_statements=PG_PREPARED)
+    with database.cursor(write=True) as cur:
+        cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    yield database
+    database.dispose()
+
+
+def test_a_batch_of_a_thousand_chained_jobs_takes_a_few_round_trips_not_some_per_job(pg, tmp_path):
+    engine = engine_for(pg)
+    [(outside, _)] = engine.insert("alice", [new()], NOW)
+    chain = [
+        new(key=f"k{i}")._replace(after=(i - 1,) if i else (), depends_on=(outside.id,)) for i in range(1000)
+    ]
+    with round_trips(pg, tmp_path / "trace") as counted:
+        batch, created = engine.create_batch(
+            "alice", NewBatch("chain", chain, None, None, None, None), now=NOW
+        )
+    assert created and batch.total == 1000 and batch.counts["waiting"] == 1000
+    # BEGIN, the batch, the keys, the ids, the dependencies, the jobs, the counts, two reads, COMMIT
+    assert counted[0] <= 12, counted[0]
+    with round_trips(pg, tmp_path / "again") as counted:
+        [(job, made)] = engine.insert("alice", [new()._replace(depends_on=(outside.id,))], NOW)
+    assert made and job.status == "waiting"
+    assert counted[0] <= 5, counted[0]  # BEGIN, the id, the dependency, the job, COMMIT
+
+
+def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it_commits(pg):
+    engine = engine_for(pg)
+    [(before, _)] = engine.insert("alice", [new()], NOW)
+    keyed = new(key="raced")
+    other = pg.engine.connect()
+    transaction = other.begin()
+    taken = other.execute(
+        text(
+            "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, idempotency_key,"
+            " fingerprint, owner, available_at, created_at, updated_at) VALUES ('email', '{}', 0, 'pending',"
+            " 0, 3, 'raced', :fingerprint, 'alice', :now, :now, :now) RETURNING id"
+        ),
+        {"fingerprint": keyed.fingerprint, "now": NOW},
+    ).scalar_one()
+    out: list = []
+    jobs = [new()._replace(depends_on=(before.id,)), keyed._replace(after=(0,))]
+    inserting = threading.Thread(target=lambda: out.append(engine.insert("alice", jobs, NOW)))
+    inserting.start()
+    inserting.join(0.5)
+    assert inserting.is_alive()  # its insert waits on the key's row, not yet committed
+    transaction.commit()
+    other.close()
+    inserting.join(10)
+    [[(first, made), (replay, again)]] = out
+    assert made and not again and replay.id == taken and replay.depends_on is None
+    assert engine.get(before.id).dependents == 1 and engine.dependents(before.id) == [first.id]
+    assert len(engine.list_jobs(owner="alice")) == 3 and len(engine.events(first.id)) == 1
