@@ -324,9 +324,11 @@ def scenario_idle(
             time.sleep(0.2)
         time.sleep(max(0.0, started + 19 - window - time.monotonic()))
         commits, cpu, at = _commits(postgres_url, name), server.cpu_seconds(), time.monotonic()
+        polled = answers["requests"]
         time.sleep(window)  # (after a GET that went unanswered, this runs past their 20 s: they poll again)
         elapsed = time.monotonic() - at
         commits = _commits(postgres_url, name) - commits
+        polled = answers["requests"] - polled  # claims sent inside the window (late first ones): 0 ideally
         cpu = server.cpu_seconds() - cpu
         # Then their waits end and each polls again: what a new long poll costs (its key check).
         sent, again, at = answers["requests"], _commits(postgres_url, name), time.monotonic()
@@ -345,6 +347,7 @@ def scenario_idle(
             "nobody_waiting_cpu_percent": base_cpu / base_elapsed * 100,
             "get_jobs_p50_ms": statistics.median(ordered) * 1000,
             "get_jobs_max_ms": ordered[-1] * 1000,
+            "claims_in_window": polled,
             "repolls_per_s": sent / again_elapsed,
             "transactions_per_repoll": (again - commits / elapsed * again_elapsed) / max(sent, 1),
             "retry_after_answers": answers["retry_after"],
