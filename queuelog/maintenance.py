@@ -131,7 +131,8 @@ def start_maintenance(
 ) -> threading.Thread:
     """If this process is the leader: every ``interval`` seconds (jittered), prune finished jobs older
     than ``older_than`` (unless None); every ``tick`` seconds, fire the due slots of ``schedules`` (unless
-    None). Runs in a daemon thread; ``stop`` ends it."""
+    None) through ``fire_when_due``, which reads the schedules only when one is due, one changed here, or
+    its last read is ``RECHECK_SECONDS`` old (queue/schedules.py). Runs in a daemon thread; ``stop`` ends it."""
     stop = stop or threading.Event()
     leadership = Leadership(queue.db)
 
@@ -155,7 +156,7 @@ def start_maintenance(
                     if not was_leader:
                         app.logger.info("this process now does the cluster's maintenance")
                     if schedules is not None:
-                        fired = sum(1 for f in schedules.fire_due() if f.job is not None)
+                        fired = sum(1 for f in schedules.fire_when_due() if f.job is not None)
                         if fired:
                             app.logger.info("schedules made %d jobs", fired)
                     if older_than is not None and (schedules is None or time.monotonic() >= next_prune):

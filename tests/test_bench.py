@@ -195,3 +195,4 @@ def test_pickup_scenario():
         idle = rows[-1]
         assert idle["scenario"] == "idle" and idle["errors"] == 0
         assert idle["get_jobs_max_ms"] < 5000 and idle["transactions_per_s"] >= 0
+        assert idle["repolls_per_s"] > 0 and idle["transactions_per_repoll"] > 0  # each checks its key

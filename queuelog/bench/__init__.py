@@ -76,6 +76,16 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f" {row['nobody_waiting_cpu_percent']:.1f}%)"
                 f"  GET /jobs p50 {row['get_jobs_p50_ms']:.1f} ms  max {row['get_jobs_max_ms']:.1f} ms"
                 f"  ({row['retry_after_answers']} Retry-After answers, {row['errors']} errors)"
+                + (
+                    f"  claims sent in the window {row['claims_in_window']}"
+                    if "claims_in_window" in row
+                    else ""
+                )
+                + (
+                    f"  re-polls {row['repolls_per_s']:.1f}/s, {row['transactions_per_repoll']:.2f} transactions each"
+                    if "repolls_per_s" in row
+                    else ""
+                )
             )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")

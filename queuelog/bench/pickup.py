@@ -7,7 +7,8 @@ same PostgreSQL); the figure is the time from the enqueue's answer to the claim'
 Idle: 500 workers long-poll one server (gunicorn with queuelog's own settings, ``WEB_CONCURRENCY=2``) on a
 PostgreSQL database of the bench's own, with nothing to do. Over a window inside their waits: the database's
 transactions per second (``pg_stat_database.xact_commit``), the server's CPU, then a producer's
-``GET /jobs`` latency.
+``GET /jobs`` latency; then, over the next window, when their waits end and each polls again, the
+transactions each new long poll costs beyond the idle rate (its API key check).
 
 ``--code PATH`` runs the servers (and the database set-up) from another checkout, e.g. ``main``'s, for a
 before/after comparison in one run; the client side is this file alone.
@@ -266,11 +267,14 @@ def scenario_idle(
         keys = _setup(code, url, 1)
         server = Server(code, url, folder / "idle.log", workers=2)
         port = server.port
-        answers = {"retry_after": 0, "errors": 0}
+        answers = {"retry_after": 0, "errors": 0, "requests": 0}
+        counting = threading.Lock()
 
         def work(key: str) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=90)
             while not stop.is_set():
+                with counting:
+                    answers["requests"] += 1
                 try:
                     status, headers, _ = _request(
                         conn, "POST", "/jobs/claim", key, {"wait_seconds": 20, "types": ["bench"]}
@@ -320,10 +324,18 @@ def scenario_idle(
             time.sleep(0.2)
         time.sleep(max(0.0, started + 19 - window - time.monotonic()))
         commits, cpu, at = _commits(postgres_url, name), server.cpu_seconds(), time.monotonic()
+        polled = answers["requests"]
         time.sleep(window)  # (after a GET that went unanswered, this runs past their 20 s: they poll again)
         elapsed = time.monotonic() - at
         commits = _commits(postgres_url, name) - commits
+        polled = answers["requests"] - polled  # claims sent inside the window (late first ones): 0 ideally
         cpu = server.cpu_seconds() - cpu
+        # Then their waits end and each polls again: what a new long poll costs (its key check).
+        sent, again, at = answers["requests"], _commits(postgres_url, name), time.monotonic()
+        time.sleep(max(0.0, started + 32 - time.monotonic()))
+        again_elapsed = time.monotonic() - at
+        again = _commits(postgres_url, name) - again
+        sent = answers["requests"] - sent
         ordered = sorted(latencies)
         return {
             "scenario": "idle",
@@ -335,6 +347,9 @@ def scenario_idle(
             "nobody_waiting_cpu_percent": base_cpu / base_elapsed * 100,
             "get_jobs_p50_ms": statistics.median(ordered) * 1000,
             "get_jobs_max_ms": ordered[-1] * 1000,
+            "claims_in_window": polled,
+            "repolls_per_s": sent / again_elapsed,
+            "transactions_per_repoll": (again - commits / elapsed * again_elapsed) / max(sent, 1),
             "retry_after_answers": answers["retry_after"],
             "errors": answers["errors"],
         }

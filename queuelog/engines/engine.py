@@ -447,6 +447,10 @@ class Engine(Protocol):
         """Unpaused schedules whose next fire time is at or before ``now``, soonest first."""
         ...
 
+    def next_schedule_time(self) -> datetime | None:
+        """The earliest next fire time of the unpaused schedules (None: none will fire), in one read."""
+        ...
+
     def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:
         """Fire one slot in one transaction: the guarded UPDATE of the schedule (due at that revision and
         slot; for "run now", that it exists), the (schedule, slot) row, the job and its history row. Two

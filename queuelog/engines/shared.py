@@ -308,6 +308,16 @@ class SharedEngine:
         with self.db.session() as session:
             return list(session.scalars(statement))
 
+    def next_schedule_time(self) -> datetime | None:
+        statement = (
+            select(Schedule.next_fire_at)
+            .where(Schedule.paused.is_(False), Schedule.next_fire_at.is_not(None))
+            .order_by(Schedule.next_fire_at)
+            .limit(1)
+        )
+        with self.db.session() as session:
+            return session.scalars(statement).first()
+
     # firing -------------------------------------------------------------------------------------
 
     def fire_schedule(self, firing: Firing, *, now: datetime) -> Fired:

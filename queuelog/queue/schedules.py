@@ -4,6 +4,12 @@
 engine with its audit row, and fires the schedules that are due (``fire_due``), which the maintenance loop
 calls at a short tick. Firing is safe from any number of processes at once: the engine's firing is one
 guarded transaction that makes one job per slot, so correctness does not depend on the loop's election.
+
+The loop does not read the schedules at every tick: ``fire_when_due`` keeps the earliest next fire time
+of the unpaused schedules (one read) and reads again only when that time comes, when a schedule changes
+in this process, or ``RECHECK_SECONDS`` after its last read (a change made by another process: the CLI,
+another server). ``RECHECK_SECONDS`` plus a tick is well inside ``GRACE``, so the first slot of a
+schedule made anywhere fires on time.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,6 +41,22 @@ MISSED_POLICIES = ("fire_once", "skip")
 OWNER_PREFIX = "schedule:"  # fired jobs' owner (docs/schedules.md, Fired jobs)
 GRACE = timedelta(seconds=60)  # a slot fired within this long after its time is on time, not missed
 FORGET_AFTER = timedelta(days=7)  # fire rows older than this before the slot being fired are deleted
+RECHECK_SECONDS = 30.0  # fire_when_due reads the next fire time again at least this often (<< GRACE)
+
+
+class _Changes:
+    """How many schedule changes this process has made (any database): a change wakes ``fire_when_due``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+_changes = _Changes()
 
 
 class ScheduleNotFound(QueueError):
@@ -104,9 +128,15 @@ def timing_refusals(
 class Schedules:
     """Schedules over one ``Queue``: its engine, its allowlist of types and its clock."""
 
-    def __init__(self, queue: Queue):
+    def __init__(self, queue: Queue, *, recheck_seconds: float = RECHECK_SECONDS):
         self.queue = queue
         self.engine = queue.engine
+        # fire_when_due's timer: the earliest next fire time read, when (monotonic) it was read, and the
+        # count of this process's changes before that read (-1: never read).
+        self.recheck_seconds = recheck_seconds
+        self._next: datetime | None = None
+        self._read_at = 0.0
+        self._seen = -1
 
     # -- checks and previews ------------------------------------------------------------------------
 
@@ -167,7 +197,9 @@ class Schedules:
         now = self.queue.clock()
         row = {**asdict(values), "next_fire_at": slot_after(values.timing, now)}
         try:
-            return self.engine.add_schedule(row, actor=actor, now=now)
+            added = self.engine.add_schedule(row, actor=actor, now=now)
+            _changes.bump()
+            return added
         except IntegrityError:
             if self.engine.get_schedule(values.name) is None:
                 raise  # not the name: another constraint refused the change
@@ -196,6 +228,7 @@ class Schedules:
                 name, changes, actor=actor, action="schedule.resume", now=now, revision=schedule.revision
             )
             if done is not None:
+                _changes.bump()
                 return done
         raise ScheduleChanging(name)
 
@@ -213,12 +246,14 @@ class Schedules:
         )
         if schedule is None:
             raise ScheduleNotFound(name)
+        _changes.bump()
         return schedule
 
     def delete(self, name: str, actor: str) -> None:
         """Delete a schedule; the jobs it made stay."""
         if not self.engine.delete_schedule(name, actor=actor, now=self.queue.clock()):
             raise ScheduleNotFound(name)
+        _changes.bump()
 
     def run_now(self, name: str, actor: str) -> JobRecord:
         """Enqueue one job of the schedule now, outside its timing (its next fire time stays)."""
@@ -258,6 +293,27 @@ class Schedules:
         if on_time is not None and on_time <= now:  # skip, with a slot on time: fire that one now
             return on_time, slot_after(timing, on_time, on_time)
         return None, on_time
+
+    def fire_when_due(self) -> list[Fired]:
+        """``fire_due`` for the maintenance loop's tick, without reading the schedules at every tick.
+
+        It reads the earliest next fire time of the unpaused schedules (one read) and, until that time,
+        reads nothing, unless a schedule changed in this process since that read (``add``, ``update``,
+        ``pause``, ``resume``, ``delete``) or the read is ``recheck_seconds`` old: a schedule added or
+        changed by another process is seen within that, and its first slot still fires within ``GRACE``.
+        When the time comes it fires what is due and reads the next time. A failed read changes nothing
+        known, so the next tick reads again."""
+        changes, started = _changes.count, time.monotonic()  # before the read: a later change reads anew
+        stale = changes != self._seen or started - self._read_at >= self.recheck_seconds
+        if stale:
+            self._next = self.engine.next_schedule_time()
+            self._seen, self._read_at = changes, started
+        if self._next is None or self._next > self.queue.clock():
+            return []
+        fired = self.fire_due()
+        self._next = self.engine.next_schedule_time()
+        self._seen, self._read_at = changes, started
+        return fired
 
     def fire_due(self, batch: int = 100) -> list[Fired]:
         """Fire every slot due now, each on-time slot on its own, and return what each firing did.

@@ -15,7 +15,7 @@ from queuelog.db import Database
 from queuelog.models import Schedule, ScheduleFire
 from queuelog.queue import Code, JobValidationError, Queue
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.schedules import ScheduleNotFound, Schedules, ScheduleValues
+from queuelog.queue.schedules import GRACE, RECHECK_SECONDS, ScheduleNotFound, Schedules, ScheduleValues
 from tests.queue.conftest import Clock
 
 START = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -51,7 +51,7 @@ def jobs_of(sched: Schedules, name: str = "nightly", limit: int = 100):
 
 
 def every_second(name: str = "tick", **kw) -> ScheduleValues:
-    return daily(name, cron=None, interval_seconds=1, **kw)
+    return daily(name, **({"cron": None, "interval_seconds": 1} | kw))
 
 
 def seconds(*numbers: int) -> list[datetime]:
@@ -380,3 +380,169 @@ def test_the_maintenance_loop_fires_schedules_and_prunes(app):
     jobs = jobs_of(real, "tick")
     assert len(jobs) >= 2 and all(job.owner == "schedule:tick" for job in jobs)
     assert real.get("tick").last_fire_at is not None
+
+
+# -- the maintenance tick's timer (fire_when_due) -----------------------------------------------------
+
+
+class ScheduleReads:
+    """Every statement that names the schedules table, on the real engines of ``db``."""
+
+    def __init__(self, db: Database):
+        from sqlalchemy import event
+
+        self.statements: list[str] = []
+        self._engines = {id(e): e for e in (db.engine, db.write_engine)}.values()
+        for engine in self._engines:
+            event.listen(engine, "before_cursor_execute", self._seen)
+        self._event = event
+
+    def _seen(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        if "schedules" in statement:
+            self.statements.append(statement)
+
+    def close(self) -> None:
+        for engine in self._engines:
+            self._event.remove(engine, "before_cursor_execute", self._seen)
+
+
+@pytest.fixture
+def reads(db):
+    counter = ScheduleReads(db)
+    yield counter
+    counter.close()
+
+
+def test_the_tick_reads_no_schedule_until_one_is_due(sched, clock, reads):
+    clock.now = START
+    sched.add(daily(), "ada")  # next: 03:00 tomorrow
+    sched.add(daily("paused-soon", cron=None, interval_seconds=5, paused=True), "ada")
+    assert sched.fire_when_due() == []
+    reads.statements.clear()
+    for _ in range(100):  # 100 ticks, 10 minutes: nothing is due
+        clock.advance(6)
+        assert sched.fire_when_due() == []
+    assert reads.statements == []
+    clock.now = START.replace(hour=3) + timedelta(days=1, seconds=1)
+    assert [f.job is not None for f in sched.fire_when_due()] == [True]
+    assert len(jobs_of(sched)) == 1 and reads.statements
+    reads.statements.clear()
+    clock.advance(1)
+    assert sched.fire_when_due() == [] and reads.statements == []  # the next slot is tomorrow's
+
+
+def test_the_tick_reads_again_after_recheck_seconds(db, clock, reads):
+    sched = Schedules(Queue(db, clock=clock), recheck_seconds=0.2)
+    clock.now = START
+    sched.add(daily(), "ada")
+    sched.fire_when_due()
+    reads.statements.clear()
+    sched.fire_when_due()
+    assert reads.statements == []
+    threading.Event().wait(0.25)
+    sched.fire_when_due()
+    assert len(reads.statements) == 1
+
+
+@pytest.mark.parametrize("change", ["add", "update", "resume"])
+def test_a_change_in_this_process_is_seen_at_the_next_tick(db, clock, change):
+    """Another ``Schedules`` of this process (the API's, the console's) changes a schedule: the loop's
+    next tick reads again, without waiting for its recheck, and the first slot fires on time."""
+    loop = Schedules(Queue(db, clock=clock), recheck_seconds=1e9)
+    api = schedules_on(db, clock)
+    clock.now = START
+    if change != "add":
+        api.add(daily("soon", paused=change == "resume"), "ada")
+    assert loop.fire_when_due() == []
+    if change == "add":
+        api.add(every_second("soon", interval_seconds=10), "ada")
+    elif change == "update":
+        api.update("soon", every_second("soon", interval_seconds=10), "ada")
+    else:
+        api.update("soon", every_second("soon", interval_seconds=10, paused=True), "ada")
+        assert loop.fire_when_due() == []
+        api.resume("soon", "ada")
+    clock.now = START + timedelta(seconds=10, milliseconds=5)
+    (fired,) = loop.fire_when_due()
+    assert fired.job is not None and loop.get("soon").last_fire_at == START + timedelta(seconds=10)
+
+
+def test_a_deleted_schedule_is_forgotten_at_the_next_tick(sched, clock, reads):
+    clock.now = START
+    sched.add(every_second("soon", interval_seconds=10), "ada")
+    sched.fire_when_due()
+    sched.delete("soon", "ada")
+    clock.advance(11)
+    assert sched.fire_when_due() == []
+    reads.statements.clear()
+    clock.advance(11)
+    assert sched.fire_when_due() == [] and reads.statements == []  # no schedule left: nothing to read
+
+
+def _add_elsewhere(url: str, values: ScheduleValues, now: datetime) -> None:
+    """Another process (the CLI, another server) adds a schedule at ``now`` on its clock."""
+    from tests.queue.conftest import Clock
+
+    clock = Clock()
+    clock.now = now
+    server = Database(url)
+    try:
+        schedules_on(server, clock).add(values, "ada")
+    finally:
+        server.dispose()
+
+
+@pytest.mark.slow  # a process of its own
+@pytest.mark.parametrize("missed", ["skip", "fire_once"])
+def test_a_schedule_added_by_another_process_fires_its_first_slot_on_time(db, clock, missed):
+    """No signal reaches this process: the recheck finds the schedule, still inside the on-time window
+    (with ``skip``, a slot found late would make no job)."""
+    import multiprocessing
+
+    loop = Schedules(Queue(db, clock=clock), recheck_seconds=0.5)
+    clock.now = START
+    assert loop.fire_when_due() == []
+    values = every_second("elsewhere", interval_seconds=10, missed=missed)
+    url = db.url.render_as_string(hide_password=False)
+    proc = multiprocessing.get_context("spawn").Process(target=_add_elsewhere, args=(url, values, START))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    threading.Event().wait(0.55)
+    # The loop's clock as late as the recheck allows at most (RECHECK_SECONDS plus a tick) after the
+    # first slot (START + 10 s): that slot and each one since fire on their own.
+    clock.now = START + timedelta(seconds=10 + RECHECK_SECONDS + 1)
+    assert all(f.job is not None for f in loop.fire_when_due())
+    assert_each_slot_once(loop, "elsewhere", seconds(*range(10, 11 + int(RECHECK_SECONDS) + 1, 10)))
+
+
+def test_the_recheck_is_well_inside_the_on_time_window():
+    assert timedelta(seconds=RECHECK_SECONDS + 5) < GRACE
+
+
+def test_the_maintenance_loop_fires_a_schedule_added_elsewhere_while_it_runs(app, db):
+    """The loop on the real clock, already past its first read; another server (its own Database, in a
+    thread) adds an every-second schedule: the recheck finds it and every slot since its first fires."""
+    from queuelog.maintenance import start_maintenance
+
+    real = app.extensions["queuelog"]["schedules"]
+    real.recheck_seconds = 0.3
+    stop = threading.Event()
+    thread = start_maintenance(app, real.queue, None, interval=0.05, stop=stop, schedules=real, tick=0.05)
+    threading.Event().wait(0.3)
+    other = Database(db.url.render_as_string(hide_password=False))
+    try:
+        threading.Thread(target=lambda: Schedules(Queue(other)).add(every_second(), "ada")).start()
+        deadline = datetime.now(UTC) + timedelta(seconds=10)
+        while len(jobs_of(real, "tick")) < 3 and datetime.now(UTC) < deadline:
+            threading.Event().wait(0.05)
+    finally:
+        stop.set()
+        thread.join(5)
+        other.dispose()
+    first = Schedules(Queue(db)).get("tick")
+    slots = [slot for slot, _ in fires(db, "tick")]
+    assert len(slots) >= 3 and slots == sorted(set(slots))
+    assert all(b - a == timedelta(seconds=1) for a, b in zip(slots, slots[1:], strict=False))
+    assert first.last_fire_at == slots[-1]
+    assert timedelta(0) < slots[0] - first.created_at <= timedelta(seconds=1)  # its first slot fired
