@@ -1,4 +1,4 @@
-"""Inserts of jobs that wait on PostgreSQL (docs/workflows.md#cost): a whole batch in a few round trips,
+"""Round trips on PostgreSQL: inserts of jobs that wait (docs/workflows.md#cost), a whole batch in a few round trips,
 counted in libpq's own trace of the engine's connections (each message the client sends is a line; a
 round trip ends with the client's ``Sync``, or is one simple ``Query``), and an idempotency key taken by
 another transaction between the look-up and the insert."""
@@ -99,3 +99,15 @@ def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it
     assert made and not again and replay.id == taken and replay.depends_on is None
     assert engine.get(before.id).dependents == 1 and engine.dependents(before.id) == [first.id]
     assert len(engine.list_jobs(owner="alice")) == 3 and len(engine.events(first.id)) == 1
+
+
+@pytest.mark.parametrize("types", [None, ["email"]])
+def test_the_safety_net_probe_is_one_round_trip(pg, tmp_path, types):
+    """docs/operations.md: a waiting process probes the database once per safety-net period; one read,
+    without BEGIN and COMMIT, that sees both a claimable job and a lease to settle."""
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email")], NOW)
+    engine.claimable(now=NOW, types=types)  # the pool's connection made outside the count
+    with round_trips(pg, tmp_path / "probe.trace") as counted:
+        assert engine.claimable(now=NOW, types=types)
+    assert counted == [1]

@@ -41,7 +41,7 @@ def test_the_claim_by_type_seeks_each_types_run(conn, typed):
     """docs/flow-control.md: each type's jobs are sought in ix_jobs_claim_by_type, merged in a sorter; the
     types come from the worker's list or from skipping through that index (a scan of one row at a time,
     LIMIT 1: tests/engines/test_claim_work.py counts the work)."""
-    for statement in (sqlite_sql.CLAIM_BY_TYPE[typed], sqlite_sql.PICK[typed]):
+    for statement in (sqlite_sql.CLAIM_BY_TYPE[typed], sqlite_sql.CLAIMABLE[typed]):
         plan = _plan(conn, statement)
         assert "SEARCH j USING INDEX ix_jobs_claim_by_type (type=?)" in plan
         assert ("SEARCH jobs USING INDEX ix_jobs_claim_by_type (type>?)" in plan) is not typed
@@ -51,12 +51,19 @@ def test_the_claim_by_type_seeks_each_types_run(conn, typed):
 
 @pytest.mark.parametrize(
     "statement",
-    [sqlite_sql.CLAIM_IN_ORDER[True], *sqlite_sql.CLAIM_BY_TYPE.values(), *sqlite_sql.PICK.values()],
+    [sqlite_sql.CLAIM_IN_ORDER[True], *sqlite_sql.CLAIM_BY_TYPE.values(), *sqlite_sql.CLAIMABLE.values()],
 )
 def test_a_limited_types_running_jobs_are_sought_by_type(conn, statement):
     plan = _plan(conn, statement)
     assert "SEARCH r USING INDEX ix_jobs_running_type (type=?)" in plan
     assert not any(step.split()[:2] == ["SCAN", "r"] for step in plan)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_the_safety_net_probe_seeks_the_lease_index(conn, typed):
+    assert "SEARCH jobs USING INDEX ix_jobs_lease (lease_expires_at<?)" in _plan(
+        conn, sqlite_sql.CLAIMABLE[typed]
+    )
 
 
 def test_the_probe_seeks_the_lease_index_and_each_held_types_jobs(conn):

@@ -31,6 +31,7 @@ from queuelog.engines.postgres.sql import (
     CLAIM,
     CLAIM_IN_ORDER,
     CLAIM_REQUEST,
+    CLAIMABLE,
     COMPLETE,
     COMPLETE_MANY,
     COMPLETE_THEN_CLAIM,
@@ -49,10 +50,8 @@ from queuelog.engines.postgres.sql import (
     INSERT,
     INSERT_IDEMPOTENT,
     KEEP_CLAIM_REQUEST,
-    LEASE_DUE,
     LOCK_LIMITED,
     MINUTE,
-    PICK,
     PROGRESS,
     PRUNE,
     PRUNE_THROUGHPUT,
@@ -484,10 +483,8 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         params: dict[str, Any] = {"now": now, "limit": 1}
         if types:
             params["types"] = list(types)
-        with self.db.cursor() as cur:
-            if cur.execute(PICK[bool(types)], params).fetchall():
-                return True
-            return bool(cur.execute(LEASE_DUE, params).fetchall())
+        with self.db.cursor(autocommit=True) as cur:
+            return bool(cur.execute(CLAIMABLE[bool(types)], params).fetchone()[0])
 
     @retry_aborted
     def heartbeat(

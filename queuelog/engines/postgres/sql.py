@@ -143,8 +143,6 @@ _PICKED_IN_ORDER = {
     for typed in (False, True)
 }
 ANY_HELD = f"SELECT EXISTS (SELECT 1 FROM job_types WHERE paused OR {_LIMITED})"
-# Whether anything is claimable now (the long poll's check; a read): by type.
-PICK = {typed: f"WITH RECURSIVE {_ROOM}, {_HELD}, {kinds} {_FIRST}" for typed, kinds in _KINDS.items()}
 _WITHIN_ROOM = _NUMBERED.format(picked="picked")
 # The rate-limited types among the jobs taken spend one token per job from their refilled bucket. The
 # bucket's time never goes back: a server whose clock is behind refilled nothing, and the next claim on
@@ -190,6 +188,12 @@ _CLAIM = (
 CLAIM = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED.items()}
 CLAIM_IN_ORDER = {typed: _CLAIM.format(picked=picked) for typed, picked in _PICKED_IN_ORDER.items()}
 LEASE_DUE = "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < %(now)s LIMIT 1"
+# Whether a claim now would find a job (by type) or a lease to settle: the long poll's safety-net probe,
+# one read and one round trip.
+CLAIMABLE = {
+    typed: f"WITH RECURSIVE {_ROOM}, {_HELD}, {kinds} SELECT EXISTS ({_FIRST}) OR EXISTS ({LEASE_DUE})"
+    for typed, kinds in _KINDS.items()
+}
 HEARTBEAT = f"UPDATE jobs SET lease_expires_at = %(expires)s, updated_at = %(now)s WHERE {_HOLDER} RETURNING {JOB_COLUMNS}"
 _DONE = (
     "status = 'completed', error = NULL, finished_at = %(now)s, updated_at = %(now)s, lease_token = NULL,"

@@ -40,6 +40,7 @@ from queuelog.engines.sqlite.sql import (
     CLAIM_IN_ORDER,
     CLAIM_PROBE,
     CLAIM_REQUEST,
+    CLAIMABLE,
     COMPLETE,
     COMPLETE_MANY,
     DIALECT,
@@ -54,9 +55,7 @@ from queuelog.engines.sqlite.sql import (
     INSERT,
     INSERT_IDEMPOTENT,
     KEEP_CLAIM_REQUEST,
-    LEASE_DUE,
     MINUTE,
-    PICK,
     PROGRESS,
     PRUNE,
     PRUNE_DEPENDENCIES,
@@ -214,9 +213,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         if types:
             params["types"] = json.dumps(list(types))
         with self.db.cursor() as cur:
-            if cur.execute(PICK[bool(types)], params).fetchall():
-                return True
-            return bool(cur.execute(LEASE_DUE, params).fetchall())
+            return bool(cur.execute(CLAIMABLE[bool(types)], params).fetchone()[0])
 
     def heartbeat(
         self, job_id: int, worker: str, token: str, *, now: datetime, lease_seconds: float

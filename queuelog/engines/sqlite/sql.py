@@ -106,11 +106,6 @@ CLAIM_IN_ORDER = {
     ),
     False: _CLAIM.format(picked=_IN_ORDER.format(columns="id", held=_HELD[False])),
 }
-# Whether anything is claimable now (the long poll's check; a read without the lock): by type.
-PICK = {
-    typed: f"WITH RECURSIVE {_ROOM}, {kinds} {_BY_TYPE.format(columns='j.id')}"
-    for typed, kinds in _KINDS.items()
-}
 LIMITED = f"SELECT 1 FROM job_types WHERE {_LIMITED} LIMIT 1"
 # A pending job of a paused type or of a type without room: the claim in order would read past it.
 WAITING = (
@@ -134,6 +129,12 @@ EXPIRE = (
     f" lease_expires_at = NULL WHERE status = 'running' AND lease_expires_at < :now RETURNING {JOB_COLUMNS}"
 )
 LEASE_DUE = "SELECT id FROM jobs INDEXED BY ix_jobs_lease WHERE status = 'running' AND lease_expires_at < :now LIMIT 1"
+# Whether a claim now would find a job (by type) or a lease to settle: the long poll's safety-net probe,
+# one read without the write lock.
+CLAIMABLE = {
+    typed: f"WITH RECURSIVE {_ROOM}, {kinds} SELECT EXISTS ({_BY_TYPE.format(columns='j.id')}) OR EXISTS ({LEASE_DUE})"
+    for typed, kinds in _KINDS.items()
+}
 # What a claim needs to know before it picks, in one statement: whether any lease has run out (almost never:
 # then neither EXPIRE_CANCELLED nor EXPIRE runs), whether any type has a limit (LIMITED), and whether the
 # claim in order would have jobs to pass over (WAITING).
