@@ -15,6 +15,8 @@ transaction that the engine opens, so that a job's transition and all it implies
 - Inserting jobs that wait (``_insert_jobs``): where the engine has the statements (PostgreSQL,
   ``Flows.insert_many``), a whole insert, a batch of 1,000 chained jobs as much as one job, is a constant
   number of statements (``_insert_at_once``); elsewhere (SQLite, in process) a few statements per job.
+  PostgreSQL inserts several plain jobs here too (a batch of 1,000 is as few statements); one plain job
+  stays its engine's one autocommitted statement.
 
 On PostgreSQL two transactions may finish two dependencies of one job at once, each unable to see the
 other's change: ``lock_waiting`` locks the waiting dependents first (in id order), so that the second

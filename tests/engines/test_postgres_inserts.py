@@ -1,7 +1,7 @@
-"""Round trips on PostgreSQL: inserts of jobs that wait (docs/workflows.md#cost), a whole batch in a few round trips,
-counted in libpq's own trace of the engine's connections (each message the client sends is a line; a
-round trip ends with the client's ``Sync``, or is one simple ``Query``), and an idempotency key taken by
-another transaction between the look-up and the insert."""
+"""Round trips on PostgreSQL, counted in libpq's own trace of the engine's connections (each message the
+client sends is a line; a round trip ends with the client's ``Sync``, or is one simple ``Query``): inserts
+of many jobs, plain or waiting (docs/workflows.md#cost), a whole batch in a few round trips; an idempotency
+key taken by another transaction between the look-up and the insert; the safety-net probe."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from queuelog.db import Database
 from queuelog.engines import engine_for
 from queuelog.engines.records import NewBatch
 from tests.conftest import PG_PREPARED
-from tests.engines.conftest import NOW, TABLES, new
+from tests.engines.conftest import NOW, TABLES, later, new
 
 
 @contextmanager
@@ -72,7 +72,34 @@ def test_a_batch_of_a_thousand_chained_jobs_takes_a_few_round_trips_not_some_per
     assert counted[0] <= 5, counted[0]  # BEGIN, the id, the dependency, the job, COMMIT
 
 
-def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it_commits(pg):
+def test_a_thousand_plain_jobs_take_a_few_round_trips_not_one_per_job(pg, tmp_path):
+    engine = engine_for(pg)
+    plain = [
+        new(payload={"n": i}, priority=i % 3, key=f"p{i}" if i % 2 else None, at=later(i % 5))
+        for i in range(1000)
+    ]
+    with round_trips(pg, tmp_path / "trace") as counted:
+        out = engine.insert("alice", plain, NOW)
+    assert counted[0] <= 6, counted[0]  # BEGIN, the keys, the ids, the jobs, COMMIT
+    assert all(made for _, made in out) and [job.id for job, _ in out] == sorted(j.id for j, _ in out)
+    for (job, _), asked in zip(out, plain, strict=True):
+        assert (job.status, job.priority, job.idempotency_key) == (
+            "pending",
+            asked.priority,
+            asked.idempotency_key,
+        )
+        assert job.available_at == asked.available_at and job.depends_on is None and job.dependents == 0
+    assert len(engine.events(out[-1][0].id)) == 1
+    again = engine.insert("alice", plain, NOW)  # the keyed half replays, the rest are new jobs
+    for (first, _), (job, made), asked in zip(out, again, plain, strict=True):
+        assert made == (asked.idempotency_key is None) and (job.id == first.id) == (not made)
+    with round_trips(pg, tmp_path / "one") as counted:
+        [(one, made)] = engine.insert("alice", [new(key="one")], NOW)
+    assert made and counted[0] == 1, counted[0]  # a single job stays one autocommitted statement
+
+
+@pytest.mark.parametrize("waits", [True, False], ids=["waiting", "plain"])
+def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it_commits(pg, waits):
     engine = engine_for(pg)
     [(before, _)] = engine.insert("alice", [new()], NOW)
     keyed = new(key="raced")
@@ -87,7 +114,10 @@ def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it
         {"fingerprint": keyed.fingerprint, "now": NOW},
     ).scalar_one()
     out: list = []
-    jobs = [new()._replace(depends_on=(before.id,)), keyed._replace(after=(0,))]
+    if waits:
+        jobs = [new()._replace(depends_on=(before.id,)), keyed._replace(after=(0,))]
+    else:
+        jobs = [new(), keyed]
     inserting = threading.Thread(target=lambda: out.append(engine.insert("alice", jobs, NOW)))
     inserting.start()
     inserting.join(0.5)
@@ -97,7 +127,7 @@ def test_a_key_taken_by_a_transaction_still_open_is_answered_as_a_replay_once_it
     inserting.join(10)
     [[(first, made), (replay, again)]] = out
     assert made and not again and replay.id == taken and replay.depends_on is None
-    assert engine.get(before.id).dependents == 1 and engine.dependents(before.id) == [first.id]
+    assert engine.get(before.id).dependents == waits and engine.dependents(before.id) == [first.id] * waits
     assert len(engine.list_jobs(owner="alice")) == 3 and len(engine.events(first.id)) == 1
 
 

@@ -250,40 +250,38 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
     def insert(
         self, owner: str, jobs: Sequence[NewJob], now: datetime, *, scope: str | None = None
     ) -> list[tuple[JobRecord, bool]]:
-        if any(new.depends_on or new.after for new in jobs):
+        if len(jobs) != 1 or jobs[0].depends_on or jobs[0].after:
+            # Several jobs, or one that waits: one transaction of a constant number of statements
+            # (workflows.py, ``_insert_jobs``), plain jobs as much as jobs that wait.
             with self.db.cursor(write=True) as cur:
                 return self._insert_jobs(cur, owner, jobs, now, scope=scope)
-        out: list[tuple[JobRecord, bool]] = []
-        # One job is one statement (autocommitted); several need one transaction.
-        with self.db.cursor(write=True, autocommit=len(jobs) == 1) as cur:
-            for index, new in enumerate(jobs):
-                params = {
-                    "type": new.type,
-                    "payload": bind_json(new.payload_json),
-                    "priority": new.priority,
-                    "max_retries": new.max_retries,
-                    "key": new.idempotency_key,
-                    "fingerprint": new.fingerprint,
-                    "owner": owner,
-                    "available_at": new.available_at,
-                    "now": now,
-                }
-                statement = INSERT if new.idempotency_key is None else INSERT_IDEMPOTENT
-                while True:
-                    row = cur.execute(statement, params).fetchone()
-                    if row is not None:
-                        out.append((decode_job(row), True))
-                        break
-                    # The key names a job. An insert racing ours waited for it to commit, and each
-                    # statement reads what is committed: the job is there, unless pruned just now.
-                    existing = cur.execute(BY_KEY, {"owner": owner, "key": new.idempotency_key}).fetchone()
-                    if existing is not None:
-                        job = decode_job(existing[:-1])
-                        if existing[-1] != new.fingerprint:
-                            raise KeyConflict(index, job)
-                        out.append((job, False))
-                        break
-        return out
+        # One plain job is one statement, autocommitted.
+        [new] = jobs
+        params = {
+            "type": new.type,
+            "payload": bind_json(new.payload_json),
+            "priority": new.priority,
+            "max_retries": new.max_retries,
+            "key": new.idempotency_key,
+            "fingerprint": new.fingerprint,
+            "owner": owner,
+            "available_at": new.available_at,
+            "now": now,
+        }
+        statement = INSERT if new.idempotency_key is None else INSERT_IDEMPOTENT
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            while True:
+                row = cur.execute(statement, params).fetchone()
+                if row is not None:
+                    return [(decode_job(row), True)]
+                # The key names a job. An insert racing ours waited for it to commit, and each
+                # statement reads what is committed: the job is there, unless pruned just now.
+                existing = cur.execute(BY_KEY, {"owner": owner, "key": new.idempotency_key}).fetchone()
+                if existing is not None:
+                    job = decode_job(existing[:-1])
+                    if existing[-1] != new.fingerprint:
+                        raise KeyConflict(0, job)
+                    return [(job, False)]
 
     @retry_aborted
     def claim(
