@@ -452,9 +452,9 @@ def _ratio_to_one_pass(text: str) -> float:
 
 @pytest.mark.parametrize("seed", ADVERSARIAL)
 def test_adversarial_text_costs_a_few_passes_of_re(seed):
-    # Measured 2-30x one pass (the old patterns: 'a.' * 8192 took 1 s, 'a.' * 30000 took 41 s);
-    # anything super-linear is thousands of times one pass at 1 MiB.
-    assert _ratio_to_one_pass(_repeat(seed, SIZE)) < 50
+    # Measured 2-30x one pass, once 52x on a loaded machine (the old patterns: 'a.' * 8192 took 1 s,
+    # 'a.' * 30000 took 41 s); anything super-linear is thousands of times one pass at 1 MiB.
+    assert _ratio_to_one_pass(_repeat(seed, SIZE)) < 100
 
 
 @pytest.mark.parametrize("seed", DENSE)
