@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -113,8 +114,10 @@ def register_extensions(app: Flask) -> None:
         timezone_selector=select_timezone,
         default_translation_directories=str(TRANSLATIONS),
     )
-    csrf.init_app(app)
-    login_manager.init_app(app)
+    hooks = _request_hooks(app)
+    csrf.init_app(app)  # a before_request hook: the CSRF check of forms
+    login_manager.init_app(app)  # an after_request hook: the remember-me cookie
+    _for_pages_only(app, hooks)
     try:
         prepare_database(app, db)
     except (OperationalError, DatabaseUnavailable) as exc:
@@ -135,6 +138,35 @@ def register_extensions(app: Flask) -> None:
             schedules=app.extensions["queuelog"]["schedules"] if config["SCHEDULE_TICK"] > 0 else None,
             tick=config["SCHEDULE_TICK"],
         )
+
+
+def _request_hooks(app: Flask) -> tuple[list[Any], list[Any]]:
+    """The app-wide before and after request hooks registered so far (copies)."""
+    return list(app.before_request_funcs.get(None, ())), list(app.after_request_funcs.get(None, ()))
+
+
+def _for_pages_only(app: Flask, before: tuple[list[Any], list[Any]]) -> None:
+    """Make the app-wide request hooks registered since ``before`` (the extensions' hooks for the pages:
+    Flask-WTF's CSRF check, Flask-Login's remember-me cookie) skip the JSON API's requests, which carry no
+    session and no form (docs/api.md#authentication-and-errors): less work on the API's every request, and
+    no hook that writes to the session an API request does not have (Flask-Login's
+    ``REMEMBER_COOKIE_REFRESH_EACH_REQUEST`` did, and failed every API call)."""
+    for funcs, known in zip((app.before_request_funcs, app.after_request_funcs), before, strict=True):
+        hooks = funcs.get(None, [])
+        hooks[:] = [hook if hook in known else _pages_only(hook) for hook in hooks]
+
+
+def _pages_only(hook: Any) -> Any:
+    """``hook``, run for the pages' requests; an API request passes it by (an after_request hook hands the
+    response on unchanged)."""
+
+    @functools.wraps(hook)
+    def for_pages(*response: Any) -> Any:
+        if is_api_path(current_app, request.path):
+            return response[0] if response else None
+        return hook(*response)
+
+    return for_pages
 
 
 def _invoked() -> str | None:
