@@ -264,7 +264,9 @@ class Database:
                 raise unavailable from exc
             raise
         finally:
-            if autocommit:
+            # A connection the server dropped was invalidated above: nothing to reset, and invalidating
+            # it again would only warn.
+            if autocommit and conn.is_valid:
                 try:
                     dbapi_conn.autocommit = False
                 except Exception:  # a broken connection: the pool's reset will discard it
