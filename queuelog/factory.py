@@ -93,12 +93,12 @@ def register_extensions(app: Flask) -> None:
         max_waiting=config["MAX_WAITING_POLLS"],
     )
     from queuelog.queue.admin import AdminStore
-    from queuelog.queue.schedules import Schedules
+    from queuelog.queue.schedules import Schedules, recheck_for
 
     app.extensions["queuelog"] = {
         "db": db,
         "queue": queue,
-        "schedules": Schedules(queue),
+        "schedules": Schedules(queue, recheck_seconds=recheck_for(config["SCHEDULE_TICK"])),
         # Users, keys and the audit log; the API's key check of every request goes through this one.
         "admin": AdminStore(db, engine=queue.engine),
         "login_limiter": LoginLimiter(db),
@@ -268,7 +268,9 @@ def register_blueprints(app: Flask) -> None:
     from queuelog.web.templating import register_templating
 
     app.url_map.converters["jobid"] = JobIdConverter
-    csrf.exempt(api_bp)  # the API authenticates with keys, never with cookies
+    # The API authenticates with keys, never with cookies: no CSRF check (its hook passes API requests by
+    # too, _for_pages_only; this keeps the blueprint exempt should a route ever sit outside the mounts).
+    csrf.exempt(api_bp)
     app.register_blueprint(api_bp)
     web.register(app)
     register_templating(app)

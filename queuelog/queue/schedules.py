@@ -8,8 +8,8 @@ guarded transaction that makes one job per slot, so correctness does not depend 
 The loop does not read the schedules at every tick: ``fire_when_due`` keeps the earliest next fire time
 of the unpaused schedules (one read) and reads again only when that time comes, when a schedule changes
 in this process, or ``RECHECK_SECONDS`` after its last read (a change made by another process: the CLI,
-another server). ``RECHECK_SECONDS`` plus a tick is well inside ``GRACE``, so the first slot of a
-schedule made anywhere fires on time.
+another server). The recheck plus a tick stays within half of ``GRACE`` (``recheck_for``: shorter with a
+long tick), so the first slot of a schedule made anywhere fires on time.
 """
 
 from __future__ import annotations
@@ -42,6 +42,13 @@ OWNER_PREFIX = "schedule:"  # fired jobs' owner (docs/schedules.md, Fired jobs)
 GRACE = timedelta(seconds=60)  # a slot fired within this long after its time is on time, not missed
 FORGET_AFTER = timedelta(days=7)  # fire rows older than this before the slot being fired are deleted
 RECHECK_SECONDS = 30.0  # fire_when_due reads the next fire time again at least this often (<< GRACE)
+
+
+def recheck_for(tick: float) -> float:
+    """How often ``fire_when_due`` must read again at a tick of ``tick`` seconds, so that a change made in
+    another process, read at most a recheck and a tick after it was made, is fired within half of ``GRACE``:
+    ``RECHECK_SECONDS``, shorter for a long tick, 0 (every tick) from a tick of half ``GRACE`` on."""
+    return max(0.0, min(RECHECK_SECONDS, GRACE.total_seconds() / 2 - tick))
 
 
 class _Changes:

@@ -11,11 +11,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
+from queuelog import create_app
 from queuelog.db import Database
 from queuelog.models import Schedule, ScheduleFire
 from queuelog.queue import Code, JobValidationError, Queue
 from queuelog.queue.errors import each_refusal
-from queuelog.queue.schedules import GRACE, RECHECK_SECONDS, ScheduleNotFound, Schedules, ScheduleValues
+from queuelog.queue.schedules import (
+    GRACE,
+    RECHECK_SECONDS,
+    ScheduleNotFound,
+    Schedules,
+    ScheduleValues,
+    recheck_for,
+)
+from tests.conftest import TEST_SETTINGS
 from tests.queue.conftest import Clock
 
 START = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -516,13 +525,29 @@ def test_a_schedule_added_by_another_process_fires_its_first_slot_on_time(db, cl
     assert_each_slot_once(loop, "elsewhere", seconds(*range(10, 11 + int(RECHECK_SECONDS) + 1, 10)))
 
 
-def test_the_recheck_is_well_inside_the_on_time_window():
-    assert timedelta(seconds=RECHECK_SECONDS + 5) < GRACE
+@pytest.mark.parametrize("tick", [0.05, 1, 5, 29, 30, 45, 120])
+def test_the_recheck_and_a_tick_stay_inside_the_on_time_window(tick):
+    """A change made elsewhere is read at most a recheck and a tick after it: within half the window for
+    every tick below half of it, and never later than a tick (as when every tick read)."""
+    late = recheck_for(tick) + tick
+    assert late <= max(GRACE.total_seconds() / 2, tick)
 
 
-def test_the_maintenance_loop_fires_a_schedule_added_elsewhere_while_it_runs(app, db):
-    """The loop on the real clock, already past its first read; another server (its own Database, in a
-    thread) adds an every-second schedule: the recheck finds it and every slot since its first fires."""
+@pytest.mark.parametrize(("tick", "recheck"), [(1, 29.0), (25, 5.0), (45, 0.0)])
+def test_the_app_rechecks_as_its_tick_allows(database_url, tick, recheck):
+    settings = {**TEST_SETTINGS, "DATABASE_URL": database_url, "SCHEDULE_TICK": tick}
+    app = create_app({"TESTING": True, "QUEUELOG": settings})
+    try:
+        assert app.extensions["queuelog"]["schedules"].recheck_seconds == recheck
+    finally:
+        app.extensions["queuelog"]["db"].dispose()
+
+
+def test_the_maintenance_loop_fires_a_schedule_added_through_another_database_while_it_runs(app, db):
+    """The loop on the real clock, already past its first read; a ``Schedules`` on a Database of its own
+    (in a thread of this process, so its change is counted here too) adds an every-second schedule: every
+    slot since its first fires. A change made in another process, seen by the recheck alone, is
+    ``test_a_schedule_added_by_another_process_fires_its_first_slot_on_time``'s."""
     from queuelog.maintenance import start_maintenance
 
     real = app.extensions["queuelog"]["schedules"]
