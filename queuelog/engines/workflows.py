@@ -92,6 +92,19 @@ class Flows:
     bind_many: Callable[[dict[str, list[Any]]], dict[str, Any]] | None = None  # insert_many's arrays
 
 
+def _starting(
+    new: NewJob, deps: Sequence[int], statuses: dict[int, str]
+) -> tuple[str, int | None, list[int]]:
+    """A new job's first status as its dependencies ``deps`` stand (``statuses``): cancelled by the first
+    failed or cancelled one (its id the cause) unless it runs anyway, waiting while any is unfinished,
+    else pending; and the unfinished ones."""
+    unfinished = [d for d in deps if statuses[d] not in FINISHED]
+    bad = [d for d in deps if statuses[d] in ("failed", "cancelled")]
+    if bad and new.on_dependency_failure != "run":
+        return "cancelled", min(bad), unfinished
+    return ("waiting" if unfinished else "pending"), None, unfinished
+
+
 def _ids_json(ids: Sequence[int]) -> str | None:
     return None if not ids else json.dumps(sorted(ids), separators=(",", ":"))
 
@@ -157,15 +170,7 @@ class WorkflowEngine:
                 for position, dep in enumerate(new.depends_on):
                     if dep not in statuses:
                         raise DependencyMissing(index, position, dep)
-            unfinished = [d for d in deps if statuses[d] not in FINISHED]
-            bad = [d for d in deps if statuses[d] in ("failed", "cancelled")]
-            cause = None
-            if bad and new.on_dependency_failure != "run":
-                status, cause = "cancelled", min(bad)
-            elif unfinished:
-                status = "waiting"
-            else:
-                status = "pending"
+            status, cause, unfinished = _starting(new, deps, statuses)
             params = {
                 "type": new.type,
                 "payload": f.bind_json(new.payload_json),
@@ -272,16 +277,10 @@ class WorkflowEngine:
                 if dep not in statuses:
                     raise DependencyMissing(index, position, dep)
             job_id = ids[index]
-            unfinished = [d for d in deps if statuses[d] not in FINISHED]
-            bad = [d for d in deps if statuses[d] in ("failed", "cancelled")]
-            if bad and new.on_dependency_failure != "run":
-                status = "cancelled"
+            status, cause, unfinished = _starting(new, deps, statuses)
+            if cause is not None:
                 columns["cancelled"].append(job_id)
-                columns["causes"].append(min(bad))
-            elif unfinished:
-                status = "waiting"
-            else:
-                status = "pending"
+                columns["causes"].append(cause)
             statuses[job_id] = status
             for dep in sorted(set(deps)):
                 columns["edge_jobs"].append(job_id)
