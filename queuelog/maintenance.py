@@ -132,7 +132,7 @@ def start_maintenance(
     """If this process is the leader: every ``interval`` seconds (jittered), prune finished jobs older
     than ``older_than`` (unless None); every ``tick`` seconds, fire the due slots of ``schedules`` (unless
     None) through ``fire_when_due``, which reads the schedules only when one is due, one changed here, or
-    its last read is ``RECHECK_SECONDS`` old (queue/schedules.py). Runs in a daemon thread; ``stop`` ends it."""
+    its last read is ``recheck_seconds`` old (queue/schedules.py, ``recheck_for``). Runs in a daemon thread; ``stop`` ends it."""
     stop = stop or threading.Event()
     leadership = Leadership(queue.db)
 

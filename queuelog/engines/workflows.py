@@ -145,7 +145,7 @@ class WorkflowEngine:
         f = self.flows
         keys = [new.idempotency_key for new in jobs if new.idempotency_key is not None]
         if f.insert_many is not None and len(set(keys)) == len(keys):
-            return self._insert_at_once(cur, owner, jobs, now, scope=scope, batch_id=batch_id)
+            return self._insert_at_once(cur, owner, jobs, now, keys, scope=scope, batch_id=batch_id)
         ts = f.bind_time(now)
         out: list[tuple[JobRecord, bool]] = []
         events: list[tuple[Any, ...]] = []
@@ -215,20 +215,20 @@ class WorkflowEngine:
         owner: str,
         jobs: Sequence[NewJob],
         now: datetime,
+        keys: list[str],
         *,
         scope: str | None,
         batch_id: int | None,
     ) -> list[tuple[JobRecord, bool]]:
-        """``_insert_jobs`` in a constant number of statements, however many jobs and dependencies: the
-        jobs their keys name already, the new jobs' ids, the existing dependencies (locked, their
-        ``dependents`` counted), then one statement that inserts every new job with its dependency rows and
-        history rows. Each new job's status follows from its dependencies' as ``_insert_jobs`` decides it;
+        """``_insert_jobs`` (``keys``: the jobs' idempotency keys, each once) in a constant number of
+        statements, however many jobs and dependencies: the jobs their keys name already, the new jobs'
+        ids, the existing dependencies (locked, their ``dependents`` counted), then one statement that
+        inserts every new job with its dependency rows and history rows. Each new job's status follows from its dependencies' as ``_insert_jobs`` decides it;
         a dependency on an earlier job of the same insert is read from what this one decided for it."""
         f = self.flows
         assert f.reserve_ids and f.by_keys and f.take_counted and f.insert_many and f.bind_many
         ts = f.bind_time(now)
         existing: dict[str, tuple[JobRecord, Any]] = {}
-        keys = [new.idempotency_key for new in jobs if new.idempotency_key is not None]
         if keys:
             for row in cur.execute(f.by_keys, {"owner": owner, "keys": keys}).fetchall():
                 existing[row[0]] = (f.decode_job(row[2:]), row[1])
