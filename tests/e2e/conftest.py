@@ -116,7 +116,9 @@ def new_page(chromium, console):
         context = chromium.new_context(viewport={"width": viewport[0], "height": viewport[1]}, locale=locale)
         contexts.append(context)
         page = context.new_page()
-        page.set_default_timeout(10_000)
+        # A wait that succeeds returns at once; the bound is for CI on a loaded 2-core machine, where a
+        # login's redirect to the dashboard once took over 10 s.
+        page.set_default_timeout(30_000)
         console.watch(page)
         return page
 
