@@ -100,7 +100,7 @@ def register_extensions(app: Flask) -> None:
         "queue": queue,
         "schedules": Schedules(queue, recheck_seconds=recheck_for(config["SCHEDULE_TICK"])),
         # Users, keys and the audit log; the API's key check of every request goes through this one.
-        "admin": AdminStore(db, engine=queue.engine),
+        "admin": AdminStore(db, engine=queue.engine, wakeups=queue.wakeups),
         "login_limiter": LoginLimiter(db),
         "schema": SchemaWatch(db),
     }

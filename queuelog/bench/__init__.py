@@ -86,6 +86,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
                     if "repolls_per_s" in row
                     else ""
                 )
+                + (
+                    f" ({row['repoll_window_transactions_per_s']:.2f} transactions/s while they re-poll)"
+                    if "repoll_window_transactions_per_s" in row
+                    else ""
+                )
             )
         elif row["scenario"] == "backlog":
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")

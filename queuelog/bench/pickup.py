@@ -8,7 +8,8 @@ Idle: 500 workers long-poll one server (gunicorn with queuelog's own settings, `
 PostgreSQL database of the bench's own, with nothing to do. Over a window inside their waits: the database's
 transactions per second (``pg_stat_database.xact_commit``), the server's CPU, then a producer's
 ``GET /jobs`` latency; then, over the next window, when their waits end and each polls again, the
-transactions each new long poll costs beyond the idle rate (its API key check).
+transactions each new long poll costs beyond the idle rate (its API key check, unless the server remembers
+it), and the transactions a second over that window, re-polls and all.
 
 ``--code PATH`` runs the servers (and the database set-up) from another checkout, e.g. ``main``'s, for a
 before/after comparison in one run; the client side is this file alone.
@@ -350,6 +351,7 @@ def scenario_idle(
             "claims_in_window": polled,
             "repolls_per_s": sent / again_elapsed,
             "transactions_per_repoll": (again - commits / elapsed * again_elapsed) / max(sent, 1),
+            "repoll_window_transactions_per_s": again / again_elapsed,
             "retry_after_answers": answers["retry_after"],
             "errors": answers["errors"],
         }

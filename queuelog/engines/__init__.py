@@ -23,6 +23,7 @@ from queuelog.engines.records import (
     EventRecord,
     JobRecord,
     KeyConflict,
+    KeyRow,
     NewJob,
     Unchanged,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "EventRecord",
     "JobRecord",
     "KeyConflict",
+    "KeyRow",
     "NewJob",
     "Unchanged",
     "engine_for",

@@ -13,7 +13,8 @@ Refusals are codes with parameters (queuelog/access/refusals.py): "already exist
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+import threading
+from datetime import UTC, datetime, timedelta
 from logging import Logger
 from typing import TYPE_CHECKING, Any
 
@@ -24,16 +25,19 @@ from sqlalchemy.orm import Session
 from queuelog.access.auth import hash_key, hash_password, key_digest, new_key, password_matches
 from queuelog.access.refusals import AlreadyExists, AuthError, Refusal, check_password
 from queuelog.db import Database
-from queuelog.engines import Engine, engine_for
+from queuelog.engines import Engine, KeyRow, engine_for
 from queuelog.models import KEY_KINDS, ROLES, ApiKey, AuditLog, User, utcnow
 from queuelog.queue.principal import Principal
 
 if TYPE_CHECKING:
     from queuelog.queue.core import Queue
+    from queuelog.queue.wakeups import Wakeups
 
 # last_used_at is a convenience for admins, not an audit trail: writing it on every request would turn every
-# read into a write, so it is refreshed at most once a minute per key.
+# read into a write, so it is kept to the minute: a key seen for the first time is written at once, the
+# others a process has seen are written together, in one statement, at most once a minute per process.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+KEYS_KEPT = 10_000  # key checks a process remembers (beyond: it forgets them all and starts again)
 AUDIT_PAGE = 200  # the audit log's page shows the newest rows, this many
 
 
@@ -50,13 +54,19 @@ def audit_row(
 
 class AdminStore:
     """Users, API keys and the audit log of one app's database. Made once per app (``app.extensions``):
-    the key check of every API request uses the same ``Database`` and engine, and reads the key's row each
-    time, so that a revoked key is refused on the very next request. New passwords are hashed with the
-    database's method (``Database.password_hash``, from QUEUELOG_PASSWORD_HASH)."""
+    the key check of every API request uses the same ``Database`` and engine. New passwords are hashed
+    with the database's method (``Database.password_hash``, from QUEUELOG_PASSWORD_HASH).
 
-    def __init__(self, db: Database, *, engine: Engine | None = None):
+    Given the process's ``wakeups`` on PostgreSQL, a key check is remembered while the listener hears that
+    nothing changed: a change to any key or user notifies every process (migration 0013), and each
+    forgets what it remembered (docs/operations.md#api-keys-and-who-may-do-what)."""
+
+    def __init__(self, db: Database, *, engine: Engine | None = None, wakeups: Wakeups | None = None):
         self.db = db
         self.engine = engine if engine is not None else engine_for(db)
+        self.wakeups = wakeups
+        self._checked: dict[str, tuple[int, KeyRow]] = {}  # digest -> (keys generation, its row)
+        self._stamps = _LastUsed()
 
     # -- the audit log --------------------------------------------------------------------------------
 
@@ -177,6 +187,7 @@ class AdminStore:
                 if v is not None
             )
             session.add(audit_row(actor, "user.update", username, changes))
+        self._forget()
         return user
 
     def end_sessions(self, user_id: int) -> None:
@@ -272,32 +283,80 @@ class AdminStore:
                 session.add(audit_row(actor, "key.revoke", name))
             elif session.scalar(select(ApiKey.id).where(ApiKey.name == name).limit(1)) is None:
                 raise AuthError(Refusal.NO_SUCH_KEY, f"no key named {name!r}", name=name)
+        self._forget()
 
     def authenticate(self, raw: str) -> Principal | None:
         """The principal behind an API key, or None for an unknown, revoked or orphaned key, or a key of
-        an inactive user. The key's row is read on every call (no cache): a revocation holds from the
-        next request on."""
+        an inactive user.
+
+        The key's row is read from the database unless this process remembers it under the current keys
+        generation (``Wakeups.keys_generation``: PostgreSQL, the listener connected and lately heard).
+        A revocation or a user's change in this process holds from its next request; in the others, from
+        the moment its notification arrives (as long as a notification takes, about a millisecond)."""
         digest = key_digest(raw)
         if digest is None:
             return None
-        row = self.engine.api_key(digest)
-        if row is None:
-            return None
+        generation = self.wakeups.keys_generation() if self.wakeups is not None else None
+        remembered = self._checked.get(digest) if generation is not None else None
+        if remembered is not None and remembered[0] == generation:
+            row = remembered[1]
+        else:
+            found = self.engine.api_key(digest)  # the generation was taken before: a change since forgets it
+            if found is None:
+                return None
+            row = found
+            if generation is not None:
+                if len(self._checked) >= KEYS_KEPT:
+                    self._checked.clear()
+                self._checked[digest] = (generation, row)
         if row.kind == "worker":
             principal = Principal("worker", row.name)
         elif row.username is not None and row.active:
             principal = Principal("user", row.username, row.role)
         else:
             return None
-        self._touch(row.id, row.last_used_at)
+        if written := self._stamps.due(row):
+            with self.db.session(write=True) as session, session.begin():
+                now = utcnow()
+                session.execute(update(ApiKey).where(ApiKey.id.in_(written)).values(last_used_at=now))
+            self._stamps.written(written, now)
         return principal
 
-    def _touch(self, key_id: int, last_used: datetime | None) -> None:
+    def _forget(self) -> None:
+        """A key or a user changed in this process (committed): no remembered check survives it."""
+        if self.wakeups is not None:
+            self.wakeups.keys_changed()
+        self._checked.clear()
+
+
+class _LastUsed:
+    """When each key was last used, as one process writes it (``LAST_USED_RESOLUTION``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._written: dict[int, datetime] = {}  # key id -> the last_used_at this process wrote
+        self._pending: set[int] = set()  # keys used since, waiting for the next write
+        self._wrote = datetime.min.replace(tzinfo=UTC)
+
+    def due(self, row: KeyRow) -> list[int]:
+        """The keys whose use is to be written now (none, usually): ``row``'s when it was never written
+        and, once a minute, every key used since its last write was more than a minute old."""
         now = utcnow()
-        if last_used is not None and now - last_used < LAST_USED_RESOLUTION:
-            return
-        with self.db.session(write=True) as session, session.begin():
-            session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
+        with self._lock:
+            last = max(filter(None, (row.last_used_at, self._written.get(row.id))), default=None)
+            if last is not None and now - last < LAST_USED_RESOLUTION:
+                return []
+            self._pending.add(row.id)
+            if last is not None and now - self._wrote < LAST_USED_RESOLUTION:
+                return []
+            due, self._pending, self._wrote = sorted(self._pending), set(), now
+            return due
+
+    def written(self, ids: list[int], at: datetime) -> None:
+        with self._lock:
+            if len(self._written) >= KEYS_KEPT:
+                self._written.clear()
+            self._written.update(dict.fromkeys(ids, at))
 
 
 def _check_role(role: str) -> None:

@@ -19,6 +19,11 @@ listening process wakes a waiter when it comes. A slow safety-net probe (one che
 alone made claimable (an expired lease, new rate-limit tokens). In poll mode (``QUEUELOG_WAKEUPS=poll``, for
 PgBouncer in transaction mode, where LISTEN does not work) there are no signals: the probe runs every
 ``poll_interval`` instead.
+
+The same listener hears that API keys or users changed (migration 0013): ``keys_generation`` then moves on,
+and each key check cached under an older generation is read again (queue/admin.py). A listener that has
+heard nothing for ``_QUIET_SECONDS`` sends itself a notification through the pool; one that then stays deaf
+for ``_DEAF_SECONDS`` more reconnects, and meanwhile no key check is served from the cache.
 """
 
 from __future__ import annotations
@@ -101,6 +106,8 @@ class Wakeups:
         self._generation = 0  # moves on at every wake-up and every (re)connection of the listener
         self._empty: dict[_Key, int] = {}  # types -> generation at which a claim for them found nothing
         self._listening = False  # signals reach this process (the listener is connected, or bound)
+        self._keys = 0  # moves on when keys or users change, and at every (dis)connection of the listener
+        self._heard = 0.0  # when (monotonic) the PostgreSQL listener last heard a notification
         self._pid = 0  # the process whose threads run (a fork starts its own)
         self._stop = threading.Event()
         self._signal: _Signal | None = None
@@ -233,6 +240,22 @@ class Wakeups:
                     waiter.event.clear()
         return woken
 
+    def keys_generation(self) -> int | None:
+        """A number that moves on whenever API keys or users may have changed; None when this process
+        cannot know (not PostgreSQL, poll mode, the listener away or lately deaf): then nothing is cached."""
+        with self._lock:
+            if self.db.dialect != "postgresql" or not self._listening:
+                return None
+            if time.monotonic() - self._heard > _QUIET_SECONDS + _DEAF_SECONDS:
+                return None
+            return self._keys
+
+    def keys_changed(self) -> None:
+        """Keys or users changed in this process (committed): forget now, without waiting for the
+        notification."""
+        with self._lock:
+            self._keys += 1
+
     @property
     def waiting_count(self) -> int:
         with self._lock:
@@ -336,6 +359,8 @@ class Wakeups:
         """The listener (re)connected: what was notified while it was away is found by claiming."""
         with self._lock:
             self._listening = True
+            self._keys += 1
+            self._heard = time.monotonic()
             self._next_probe = time.monotonic() + self.safety_net
             count = len(self._waiters) or 1
         self._local(None, None, count=count)
@@ -344,11 +369,18 @@ class Wakeups:
         with self._lock:
             self._listening = False
             self._generation += 1
+            self._keys += 1
 
     def _received(self, payload: str) -> None:
-        """One signal: ``"<due epoch> <type>"`` (an empty type: any)."""
+        """One signal: ``"<due epoch> <type>"`` (an empty type: any), ``"keys"`` (keys or users changed),
+        or ``"hello <token>"`` (a listener's own check that notifications reach it)."""
+        with self._lock:
+            self._heard = time.monotonic()
+            if payload == "keys":
+                self._keys += 1
+                return
         if payload.startswith("hello "):
-            return  # a listener's own check that notifications reach it
+            return
         due_text, _, name = payload.partition(" ")
         try:
             due = float(due_text)
@@ -365,8 +397,14 @@ def _bound_here(name: str) -> bool:
     return name in _BOUND
 
 
-_TURN = 2.0
-_HELLO_SECONDS = 3.0  # how long a new listener waits for its own first notification  # the longest a wake-up thread waits before it looks whether its ``Wakeups`` is still used
+_TURN = 2.0  # the longest a wake-up thread waits before it looks whether its ``Wakeups`` is still used
+_HELLO_SECONDS = 3.0  # how long a new listener waits for its own first notification
+_QUIET_SECONDS = 15.0  # a listener that heard nothing this long sends itself a notification ...
+_DEAF_SECONDS = 5.0  # ... and reconnects when that has not come back this much later
+
+
+class _Deaf(Exception):
+    """The listener's own notification did not come back: its connection is gone without a word."""
 
 
 def _clock(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
@@ -409,11 +447,20 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
             failures = 0
             hub._connected()
             del hub
+            pinged = False
             while not stop.is_set():
                 if (hub := ref()) is None:
                     return
                 for note in conn.notifies(timeout=_TURN / 2):  # each as it comes
                     hub._received(note.payload)
+                    pinged = False
+                quiet = time.monotonic() - hub._heard
+                if quiet > _QUIET_SECONDS + _DEAF_SECONDS:
+                    raise _Deaf(f"its own notification did not come back within {_DEAF_SECONDS:g} s")
+                if quiet > _QUIET_SECONDS and not pinged:
+                    with hub.db.cursor() as other:
+                        other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), "hello again"))
+                    pinged = True
                 del hub
         except Exception as exc:
             if stop.is_set() or (hub := ref()) is None:
