@@ -78,7 +78,7 @@ class Leadership:
         if self._valid_until:
             self._valid_until = self._renewed = 0.0
             try:
-                with self.db.cursor(write=True) as cur:
+                with self.db.cursor(write=True, autocommit=True) as cur:  # one statement: no BEGIN, COMMIT
                     cur.execute(_PG_DROP_LEASE, {"name": _LEASE_NAME, "holder": self.holder})
             except Exception:  # unreachable: the lease runs out by itself
                 pass
@@ -106,7 +106,7 @@ class Leadership:
             return self._valid_until > now
         self._renewed = now
         try:
-            with self.db.cursor(write=True) as cur:
+            with self.db.cursor(write=True, autocommit=True) as cur:  # one statement: no BEGIN, COMMIT
                 params = {"name": _LEASE_NAME, "holder": self.holder, "seconds": self.lease_seconds}
                 won = bool(cur.execute(_PG_TAKE_LEASE, params).fetchall())
         except Exception:

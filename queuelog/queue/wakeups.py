@@ -430,7 +430,7 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
             # transaction mode, where the LISTEN stays behind on a server connection that others use:
             # then say so, and poll.
             hello = f"hello {secrets.token_hex(8)}"
-            with hub.db.cursor() as other:
+            with hub.db.cursor(autocommit=True) as other:
                 other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), hello))
             heard, deadline = False, time.monotonic() + _HELLO_SECONDS
             while not heard and (left := deadline - time.monotonic()) > 0:
@@ -458,7 +458,7 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
                 if quiet > _QUIET_SECONDS + _DEAF_SECONDS:
                     raise _Deaf(f"its own notification did not come back within {_DEAF_SECONDS:g} s")
                 if quiet > _QUIET_SECONDS and not pinged:
-                    with hub.db.cursor() as other:
+                    with hub.db.cursor(autocommit=True) as other:
                         other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), "hello again"))
                     pinged = True
                 del hub
