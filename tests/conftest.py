@@ -258,6 +258,7 @@ def app(database_url, app_settings, tmp_path):
     settings = {**TEST_SETTINGS, "DATABASE_URL": database_url, **app_settings}
     app = create_app({"TESTING": True, "QUEUELOG": settings})
     yield app
+    app.extensions["queuelog"]["queue"].wakeups.stop()  # its listener's connection goes now, not at gc
     app.extensions["queuelog"]["db"].dispose()
 
 

@@ -242,9 +242,13 @@ class Wakeups:
 
     def keys_generation(self) -> int | None:
         """A number that moves on whenever API keys or users may have changed; None when this process
-        cannot know (not PostgreSQL, poll mode, the listener away or lately deaf): then nothing is cached."""
+        cannot know (not PostgreSQL, poll mode, the listener away or lately deaf): then nothing is cached.
+        The first call in a process starts its listener (the API's first key check)."""
+        if self.db.dialect != "postgresql" or self.mode != "signal":
+            return None
+        self._start()
         with self._lock:
-            if self.db.dialect != "postgresql" or not self._listening:
+            if not self._listening:
                 return None
             if time.monotonic() - self._heard > _QUIET_SECONDS + _DEAF_SECONDS:
                 return None
