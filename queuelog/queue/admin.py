@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from logging import Logger
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Update, case, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -315,11 +315,14 @@ class AdminStore:
             principal = Principal("user", row.username, row.role)
         else:
             return None
-        if written := self._stamps.due(row):
-            with self.db.session(write=True) as session, session.begin():
-                now = utcnow()
-                session.execute(update(ApiKey).where(ApiKey.id.in_(written)).values(last_used_at=now))
-            self._stamps.written(written, now)
+        if due := self._stamps.due(row):
+            try:
+                with self.db.session(write=True) as session, session.begin():
+                    session.execute(_last_used_update(due))
+            except Exception:
+                self._stamps.failed(due)
+                raise
+            self._stamps.written(due)
         return principal
 
     def _forget(self) -> None:
@@ -329,34 +332,55 @@ class AdminStore:
         self._checked.clear()
 
 
+def _last_used_update(uses: dict[int, datetime]) -> Update:
+    """One statement that records each key's own last use, and only forward (another process may have
+    written a later one)."""
+    stamp = ApiKey.last_used_at.type  # each time bound as the column binds it (SQLite keeps text)
+    used_at = case({key_id: literal(at, stamp) for key_id, at in uses.items()}, value=ApiKey.id)
+    return (
+        update(ApiKey)
+        .where(ApiKey.id.in_(list(uses)), or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < used_at))
+        .values(last_used_at=used_at)
+    )
+
+
 class _LastUsed:
-    """When each key was last used, as one process writes it (``LAST_USED_RESOLUTION``)."""
+    """When each key was last used, as one process writes it (``LAST_USED_RESOLUTION``): a key never
+    written at once, the others with each one's own time, together, once a minute. A use still waiting
+    when the process stops serving is not written."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._written: dict[int, datetime] = {}  # key id -> the last_used_at this process wrote
-        self._pending: set[int] = set()  # keys used since, waiting for the next write
+        self._pending: dict[int, datetime] = {}  # key id -> its latest use since, waiting for the next write
         self._wrote = datetime.min.replace(tzinfo=UTC)
 
-    def due(self, row: KeyRow) -> list[int]:
-        """The keys whose use is to be written now (none, usually): ``row``'s when it was never written
-        and, once a minute, every key used since its last write was more than a minute old."""
+    def due(self, row: KeyRow) -> dict[int, datetime]:
+        """The uses to be written now (none, usually): ``row``'s when it was never written and, once a
+        minute, each key's latest use since its last write was more than a minute old."""
         now = utcnow()
         with self._lock:
             last = max(filter(None, (row.last_used_at, self._written.get(row.id))), default=None)
             if last is not None and now - last < LAST_USED_RESOLUTION:
-                return []
-            self._pending.add(row.id)
+                return {}
+            self._pending[row.id] = now
             if last is not None and now - self._wrote < LAST_USED_RESOLUTION:
-                return []
-            due, self._pending, self._wrote = sorted(self._pending), set(), now
+                return {}
+            due, self._pending, self._wrote = self._pending, {}, now
             return due
 
-    def written(self, ids: list[int], at: datetime) -> None:
+    def written(self, uses: dict[int, datetime]) -> None:
+        """``uses`` are in the database."""
         with self._lock:
             if len(self._written) >= KEYS_KEPT:
                 self._written.clear()
-            self._written.update(dict.fromkeys(ids, at))
+            self._written.update(uses)
+
+    def failed(self, uses: dict[int, datetime]) -> None:
+        """Writing ``uses`` failed: they wait for the next write, with any later use kept."""
+        with self._lock:
+            for key_id, at in uses.items():
+                self._pending[key_id] = max(at, self._pending.get(key_id, at))
 
 
 def _check_role(role: str) -> None:

@@ -49,6 +49,8 @@ from queuelog.db import Database
 log = logging.getLogger("queuelog.wakeups")
 
 MODES = ("signal", "poll")
+KEYS_CHANGED = "keys"  # the payload of migration 0013's triggers: API keys or users changed
+HELLO = "hello "  # the start of a listener's own check that notifications reach it
 _RECONNECT_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)
 MAX_TIMERS = 10000  # due times a process keeps (the safety net finds the others)
 _Key = tuple[str, ...] | None  # a waiter's types, sorted; None: any type
@@ -110,6 +112,7 @@ class Wakeups:
         self._heard = 0.0  # when (monotonic) the PostgreSQL listener last heard a notification
         self._pid = 0  # the process whose threads run (a fork starts its own)
         self._stop = threading.Event()
+        self._pool_lock = threading.Lock()  # held by the listener while it uses the pool (``_pool``)
         self._signal: _Signal | None = None
         self._next_probe = 0.0
         self.probes = 0  # how many safety-net probes this process ran (tests, the bench)
@@ -244,7 +247,7 @@ class Wakeups:
         """A number that moves on whenever API keys or users may have changed; None when this process
         cannot know (not PostgreSQL, poll mode, the listener away or lately deaf): then nothing is cached.
         The first call in a process starts its listener (the API's first key check)."""
-        if self.db.dialect != "postgresql" or self.mode != "signal":
+        if self.db.dialect != "postgresql" or self.mode != "signal" or self._stop.is_set():
             return None
         self._start()
         with self._lock:
@@ -308,12 +311,21 @@ class Wakeups:
         threading.Thread(target=_clock, args=(ref, stop), name="queuelog-wakeups", daemon=True).start()
 
     def stop(self) -> None:
-        """Stop this process's wake-up threads (tests; they are daemons otherwise)."""
+        """Stop this process's wake-up threads (tests; they are daemons otherwise). Once it returns, the
+        listener no longer uses the database's pool: the pool may be disposed of."""
         self._stop.set()
-        with self._lock:
+        with self._pool_lock, self._lock:
             self._lock.notify_all()
             self._listening = False
             self._pid = 0
+
+    @contextmanager
+    def _pool(self, stop: threading.Event) -> Iterator[None]:
+        """The listener's use of the pool (its own connection, the hellos): never once ``stop()`` ran."""
+        with self._pool_lock:
+            if stop.is_set():
+                raise _Stopped()
+            yield
 
     def _tick(self, stop: threading.Event) -> None:
         """One turn of the clock's thread, which waits at most ``_TURN`` seconds: fire the due times; probe
@@ -376,14 +388,13 @@ class Wakeups:
             self._keys += 1
 
     def _received(self, payload: str) -> None:
-        """One signal: ``"<due epoch> <type>"`` (an empty type: any), ``"keys"`` (keys or users changed),
-        or ``"hello <token>"`` (a listener's own check that notifications reach it)."""
+        """One signal: ``"<due epoch> <type>"`` (an empty type: any), ``KEYS_CHANGED``, or a ``HELLO``."""
         with self._lock:
             self._heard = time.monotonic()
-            if payload == "keys":
+            if payload == KEYS_CHANGED:
                 self._keys += 1
                 return
-        if payload.startswith("hello "):
+        if payload.startswith(HELLO):
             return
         due_text, _, name = payload.partition(" ")
         try:
@@ -407,6 +418,10 @@ _QUIET_SECONDS = 15.0  # a listener that heard nothing this long sends itself a 
 _DEAF_SECONDS = 5.0  # ... and reconnects when that has not come back this much later
 
 
+class _Stopped(Exception):
+    """``Wakeups.stop()`` ran: the listener ends."""
+
+
 class _Deaf(Exception):
     """The listener's own notification did not come back: its connection is gone without a word."""
 
@@ -423,9 +438,10 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
     while not stop.is_set() and (hub := ref()) is not None:
         conn: Any = None
         try:
-            fairy = hub.db.engine.raw_connection()
-            conn = fairy.driver_connection
-            fairy.detach()
+            with hub._pool(stop):
+                fairy = hub.db.engine.raw_connection()
+                conn = fairy.driver_connection
+                fairy.detach()
             conn.autocommit = True
             with conn.cursor() as cur:
                 schema = cur.execute("SELECT current_schema()").fetchone()[0]
@@ -433,8 +449,8 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
             # Does a notification from another connection reach this one? Not through PgBouncer in
             # transaction mode, where the LISTEN stays behind on a server connection that others use:
             # then say so, and poll.
-            hello = f"hello {secrets.token_hex(8)}"
-            with hub.db.cursor(autocommit=True) as other:
+            hello = f"{HELLO}{secrets.token_hex(8)}"
+            with hub._pool(stop), hub.db.cursor(autocommit=True) as other:
                 other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), hello))
             heard, deadline = False, time.monotonic() + _HELLO_SECONDS
             while not heard and (left := deadline - time.monotonic()) > 0:
@@ -462,8 +478,8 @@ def _listen_postgres(ref: weakref.ref[Wakeups], stop: threading.Event) -> None:
                 if quiet > _QUIET_SECONDS + _DEAF_SECONDS:
                     raise _Deaf(f"its own notification did not come back within {_DEAF_SECONDS:g} s")
                 if quiet > _QUIET_SECONDS and not pinged:
-                    with hub.db.cursor(autocommit=True) as other:
-                        other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), "hello again"))
+                    with hub._pool(stop), hub.db.cursor(autocommit=True) as other:
+                        other.execute("SELECT pg_notify(%s, %s)", (channel_name(schema), f"{HELLO}again"))
                     pinged = True
                 del hub
         except Exception as exc:

@@ -68,16 +68,30 @@ def seen(app):
     counter.close()
 
 
+def wait_listening(hub) -> None:
+    deadline = time.monotonic() + 10
+    while not hub.listening:
+        assert time.monotonic() < deadline, "the listener never connected"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def listening(app):
-    """The app's process listening for notifications, as once a long poll has waited (PostgreSQL)."""
+    """The app's process listening for notifications (PostgreSQL; its first API request starts it)."""
     hub = app.extensions["queuelog"]["queue"].wakeups
-    with hub.waiting(["nothing"]):
-        deadline = time.monotonic() + 10
-        while not hub.listening:
-            assert time.monotonic() < deadline, "the listener never connected"
-            time.sleep(0.01)
-        yield hub
+    hub.keys_generation()
+    wait_listening(hub)
+    return hub
+
+
+def remembered(ask, seen) -> None:
+    """The key check of ``ask()`` (a request) is remembered: it reads nothing (so that what follows can
+    fail)."""
+    assert ask().status_code < 300
+    seen.clear()
+    assert ask().status_code < 300
+    assert seen.reads() == 0
+    seen.clear()
 
 
 def elsewhere(database_url: str) -> tuple[Database, AdminStore]:
@@ -132,22 +146,36 @@ def test_without_notifications_every_key_check_reads_the_key(app, keys, seen):
             assert seen.reads() == n
 
 
-def test_a_revocation_in_this_process_holds_from_the_next_request(backend, app, keys):
-    if backend.name == "postgresql":
-        hub = app.extensions["queuelog"]["queue"].wakeups
-        with hub.waiting(["nothing"]):
-            while not hub.listening:
-                time.sleep(0.01)
-            _revoke_here_and_ask(keys)
-    else:
-        _revoke_here_and_ask(keys)
-
-
-def _revoke_here_and_ask(keys) -> None:
+def test_a_revocation_in_this_process_holds_from_the_next_request(backend, keys):
     caller = keys.worker("w-here")
-    assert claim(caller).status_code == 204  # remembered, on PostgreSQL
+    assert claim(caller).status_code == 204
     keys.store.revoke_key("w-here")
     assert claim(caller).status_code == 401
+
+
+@postgresql_only
+def test_without_its_notification_a_revocation_holds_here_but_not_elsewhere(
+    monkeypatch, listening, keys, database_url, seen
+):
+    """With the notifications dropped (as by a listener whose connection died without a word), a revocation
+    made in this process still holds from the next request (it forgets at once), and one made elsewhere
+    does not: the notification is what carries it."""
+    monkeypatch.setattr(listening, "_received", lambda payload: None)
+    here, far = keys.worker("w-here"), keys.worker("w-far")
+    remembered(lambda: claim(here), seen)
+    remembered(lambda: claim(far), seen)
+    keys.store.revoke_key("w-here")
+    assert claim(here).status_code == 401
+    remembered(
+        lambda: claim(far), seen
+    )  # the revocation here forgot every remembered check; far's is remembered again
+    other, store = elsewhere(database_url)
+    try:
+        store.revoke_key("w-far")
+        time.sleep(0.2)
+        assert claim(far).status_code == 204
+    finally:
+        other.dispose()
 
 
 @postgresql_only
@@ -155,9 +183,7 @@ def test_a_revocation_elsewhere_holds_once_its_notification_arrives(listening, k
     caller = keys.worker("w-far")
     other, store = elsewhere(database_url)
     try:
-        assert claim(caller).status_code == 204
-        assert claim(caller).status_code == 204
-        seen.clear()
+        remembered(lambda: claim(caller), seen)
         store.revoke_key("w-far")
         assert answered_within(lambda: claim(caller), 401, 2.0) < 1.0
         for _ in range(5):
@@ -170,10 +196,14 @@ def test_a_revocation_elsewhere_holds_once_its_notification_arrives(listening, k
 @postgresql_only
 @pytest.mark.parametrize("change", ["deactivated", "demoted"])
 def test_a_user_changed_elsewhere_is_seen_once_its_notification_arrives(
-    listening, keys, database_url, change
+    listening, keys, database_url, change, seen
 ):
     boss = keys.admin("boss")  # the first admin stays active
+    for _ in range(2):
+        assert boss.post("/jobs", json={"type": "email", "priority": "critical"}).status_code == 201
+        seen.clear()
     assert boss.post("/jobs", json={"type": "email", "priority": "critical"}).status_code == 201
+    assert seen.reads() == 0  # remembered
     other, store = elsewhere(database_url)
     try:
         if change == "deactivated":
@@ -188,13 +218,31 @@ def test_a_user_changed_elsewhere_is_seen_once_its_notification_arrives(
 
 
 @postgresql_only
-def test_a_change_made_in_sql_reaches_the_process_too(listening, keys, db, seen):
-    """The notification comes from triggers (migration 0013), so any writer is heard, not only queuelog."""
-    caller = keys.worker("w-sql")
-    assert claim(caller).status_code == 204
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE {schema}.api_keys SET revoked_at = now() WHERE name = 'w-sql'",
+        "DELETE FROM {schema}.api_keys WHERE name = 'w-sql'",
+        "TRUNCATE {schema}.api_keys",
+        "UPDATE {schema}.users SET active = false WHERE username = 'sql-user'",
+    ],
+    ids=["revoked", "deleted", "truncated", "user-deactivated"],
+)
+def test_a_change_made_in_sql_reaches_the_process_too(listening, keys, db, seen, change):
+    """The notification comes from triggers (migration 0013), so any writer is heard, not only queuelog;
+    here from a session whose search path is another schema, naming the tables with theirs."""
+    if "users" in change:
+        producer = keys.producer("sql-user")
+        ask = lambda: producer.get("/jobs")  # noqa: E731
+    else:
+        worker = keys.worker("w-sql")
+        ask = lambda: claim(worker)  # noqa: E731
+    remembered(ask, seen)
     with db.engine.begin() as conn:
-        conn.execute(text("UPDATE api_keys SET revoked_at = now() WHERE name = 'w-sql'"))
-    assert answered_within(lambda: claim(caller), 401, 2.0) < 1.0
+        schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+        conn.execute(text("SET LOCAL search_path = public"))  # this transaction only
+        conn.execute(text(change.format(schema=f'"{schema}"')))
+    assert answered_within(ask, 401, 2.0) < 1.0
 
 
 @postgresql_only
@@ -213,6 +261,7 @@ def test_a_listener_that_is_lately_deaf_remembers_nothing(listening, worker, see
     assert claim(worker).status_code == 204
     seen.clear()
     listening._heard = time.monotonic() - wakeups_module._QUIET_SECONDS - wakeups_module._DEAF_SECONDS - 1
+    assert listening.keys_generation() is None
     assert claim(worker).status_code == 204
     assert seen.reads() == 1
 
@@ -225,8 +274,7 @@ def test_a_quiet_listener_checks_itself_and_keeps_remembering(monkeypatch, app, 
     monkeypatch.setattr(wakeups_module, "_DEAF_SECONDS", 1.0)
     hub = app.extensions["queuelog"]["queue"].wakeups
     with hub.waiting(["nothing"]):
-        while not hub.listening:
-            time.sleep(0.01)
+        wait_listening(hub)
         assert claim(worker).status_code == 204
         seen.clear()
         heard = hub._heard
@@ -277,10 +325,23 @@ def test_last_use_is_written_to_the_minute_in_one_statement(backend, app, keys, 
     store._stamps._written = {key.id: past for key, _ in store.keys()}  # as this process remembers it
     store._checked.clear()  # and the rows it remembers (PostgreSQL) say so too
     seen.clear()
-    for caller in callers:  # this process wrote within the minute: each use waits for the next write
+    used: dict[str, tuple] = {}
+    for n, caller in enumerate(callers):  # this process wrote within the minute: each use waits for the next
+        before = utcnow()
         assert claim(caller).status_code == 204
+        used[f"w-{n}"] = (before, utcnow())
+        time.sleep(0.02)
     assert seen.writes() == 0
-    store._stamps._wrote = past
+    # Meanwhile another process wrote a later use of w-4: it stays (last uses only move forward).
+    later = utcnow() + timedelta(hours=1)
+    with db.session(write=True) as session, session.begin():
+        session.execute(update(ApiKey).where(ApiKey.name == "w-4").values(last_used_at=later))
+    seen.clear()
+    store._stamps._wrote = past  # a minute on
     assert claim(callers[0]).status_code == 204
     assert seen.writes() == 1
-    assert all(key.last_used_at > past for key, _ in store.keys())
+    last = {key.name: key.last_used_at for key, _ in store.keys()}
+    assert last["w-4"] == later
+    for name in ("w-1", "w-2", "w-3"):  # each key's own time, not the write's
+        assert used[name][0] <= last[name] <= used[name][1], (name, last[name], used[name])
+    assert last["w-0"] > used["w-0"][1]  # used again just now

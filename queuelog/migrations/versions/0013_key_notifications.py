@@ -13,13 +13,14 @@ down_revision = "0012"
 branch_labels = None
 depends_on = None
 
-# One notification per statement, on the wake-ups' channel (its listener is the one each process keeps),
-# in the statement's own transaction: it reaches the listeners when the change commits. A write of
-# last_used_at alone notifies nobody.
+# One notification per statement, on the wake-ups' channel of the table's schema (its listener is the one
+# each process keeps; the schema is the table's, not the writing session's search path), in the statement's
+# own transaction: it reaches the listeners when the change commits. A write of last_used_at alone notifies
+# nobody.
 KEYS_FUNCTION = """
 CREATE FUNCTION queuelog_keys_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('queuelog_jobs:' || current_schema(), 'keys');
+    PERFORM pg_notify('queuelog_jobs:' || TG_TABLE_SCHEMA, 'keys');
     RETURN NULL;
 END $$
 """
