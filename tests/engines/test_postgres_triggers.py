@@ -1,0 +1,209 @@
+"""PostgreSQL's triggers on jobs (migrations 0012 and 0014): each wake-up notification a statement owes is
+sent, once per type and due time, and none it does not owe, whatever the number of rows; the counters pair
+old and new rows in time linear in the rows (docs/performance.md#batches-on-postgresql)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from queuelog.db import Database
+from queuelog.engines import Backoff, engine_for
+from queuelog.queue.wakeups import channel_name
+from tests.conftest import PG_PREPARED
+from tests.engines.conftest import NOW, TABLES, count_jobs, later, new, set_type
+
+NO_WAIT = Backoff(0, 0)
+
+
+@pytest.fixture
+def pg(postgres_url):
+    database = Database(postgres_url, prepared_statements=PG_PREPARED)
+    with database.cursor(write=True) as cur:
+        cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    yield database
+    database.dispose()
+
+
+def _connect(db: Database) -> psycopg.Connection:
+    url = make_url(db.url).set(drivername="postgresql")
+    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+
+class Heard:
+    """A connection of its own that LISTENs on the installation's channel; ``take()`` returns the
+    notifications that arrived since the last call (each statement under test commits before)."""
+
+    def __init__(self, db: Database):
+        self.conn = _connect(db)
+        schema = self.conn.execute("SELECT current_schema()").fetchone()[0]
+        self.conn.execute(f'LISTEN "{channel_name(schema)}"')
+
+    def take(self) -> list[str]:
+        # A notification committed before this point is delivered by the time a round trip returns.
+        self.conn.execute("SELECT 1")
+        return [note.payload for note in self.conn.notifies(timeout=0.2, stop_after=None)]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture
+def heard(pg):
+    listener = Heard(pg)
+    yield listener
+    listener.close()
+
+
+def epoch(at) -> str:
+    """A due time as the notification writes it (``extract(epoch ...)::text``)."""
+    return f"{at.timestamp():.6f}"
+
+
+def claim(engine, limit, at=NOW, types=None):
+    return engine.claim("w", now=at, lease_seconds=30, limit=limit, types=types, backoff=NO_WAIT).jobs
+
+
+def test_a_batch_of_pending_jobs_notifies_once_per_type_and_due_time(pg, heard):
+    engine = engine_for(pg)
+    jobs = [new("email") for _ in range(300)] + [new("sms") for _ in range(200)]
+    jobs += [new("email", at=later(60)) for _ in range(50)]
+    engine.insert("alice", jobs, NOW)
+    notes = heard.take()
+    assert sorted(notes) == sorted([f"{epoch(NOW)} email", f"{epoch(NOW)} sms", f"{epoch(later(60))} email"])
+
+
+def test_jobs_inserted_waiting_or_finished_notify_nobody(pg, heard):
+    engine = engine_for(pg)
+    [(first, _)] = engine.insert("alice", [new("email")], NOW)
+    heard.take()
+    waiting = new("email")._replace(depends_on=(first.id,))
+    engine.insert("alice", [waiting], NOW)
+    assert heard.take() == []
+
+
+def test_claims_heartbeats_and_completions_of_unlimited_types_notify_nobody(pg, heard):
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email") for _ in range(150)], NOW)
+    heard.take()
+    jobs = claim(engine, 100)
+    assert len(jobs) == 100
+    engine.heartbeat(jobs[0].id, "w", jobs[0].lease_token, now=later(1), lease_seconds=30)
+    engine.complete_many("w", [(job.id, job.lease_token, None) for job in jobs], now=later(2))
+    assert heard.take() == []
+
+
+def test_a_limited_type_notifies_once_when_a_batch_of_its_jobs_stops_running(pg, heard):
+    set_type(pg, "render", concurrency=200)
+    engine = engine_for(pg)
+    engine.insert("alice", [new("render") for _ in range(100)] + [new("email") for _ in range(100)], NOW)
+    jobs = claim(engine, 200)
+    assert len(jobs) == 200
+    heard.take()
+    outcomes = engine.complete_many("w", [(job.id, job.lease_token, None) for job in jobs], now=later(1))
+    assert all(not hasattr(outcome, "reason") for outcome in outcomes)
+    assert heard.take() == ["0 render"]
+
+
+def test_a_failure_retried_notifies_its_due_time_and_a_final_one_nobody(pg, heard):
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email", max_retries=1)], NOW)
+    [job] = claim(engine, 1)
+    heard.take()
+    retry = Backoff(10, 10, lambda: 1.0)  # waits 10 s
+    engine.fail(job.id, "w", job.lease_token, now=later(1), error="boom", retryable=True, backoff=retry)
+    assert heard.take() == [f"{epoch(later(11))} email"]
+    [job] = claim(engine, 1, at=later(12))
+    heard.take()
+    engine.fail(job.id, "w", job.lease_token, now=later(13), error="boom", retryable=True, backoff=retry)
+    assert heard.take() == []
+
+
+def test_a_new_due_time_notifies_once_per_due_time_and_type(pg, heard):
+    engine_for(pg).insert("alice", [new("email") for _ in range(20)], NOW)
+    heard.take()
+    with pg.engine.begin() as conn:
+        conn.execute(text("UPDATE jobs SET available_at = available_at + interval '1 minute' WHERE id <= 5"))
+    assert heard.take() == [f"{epoch(later(60))} email"]
+
+
+def test_the_channel_is_the_tables_schema_whatever_the_writers_search_path(pg, heard):
+    with pg.engine.begin() as conn:
+        schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+        # The writer's current schema is pg_catalog; the tables are found further down its path.
+        conn.execute(text(f'SET LOCAL search_path = pg_catalog, "{schema}"'))
+        conn.execute(
+            text(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries,"
+                " owner, available_at, created_at, updated_at)"
+                " VALUES ('email', '{}', 0, 'pending', 0, 3, 'alice', :at, :at, :at)"
+            ),
+            {"at": NOW},
+        )
+    assert heard.take() == [f"{epoch(NOW)} email"]
+
+
+def test_counts_stay_exact_through_batches_of_a_thousand(pg):
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email", priority=i % 3) for i in range(1500)], NOW)
+    jobs = claim(engine, 1000)
+    engine.complete_many("w", [(job.id, job.lease_token, None) for job in jobs[:600]], now=later(1))
+    with pg.cursor() as cur:
+        cur.execute(
+            "SELECT status, type, priority, sum(n) FROM job_counts GROUP BY 1, 2, 3 HAVING sum(n) <> 0"
+        )
+        counted = {(status, job_type, priority): int(n) for status, job_type, priority, n in cur.fetchall()}
+    assert counted == count_jobs(pg)
+    assert sum(n for (status, _, _), n in counted.items() if status == "completed") == 600
+
+
+def test_the_counters_pair_old_and_new_rows_in_linear_time_whatever_they_were_planned_for(pg):
+    """The plans of the counters' trigger, as auto_explain reports them to this session: after a
+    statement of two rows (the functions plan their statements at their first call), a statement of 999
+    rows pairs each old row with its new one without comparing it to all of them (a nested loop over the
+    two transition tables did 999 x 999)."""
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email") for _ in range(1001)], NOW)
+    conn = _connect(pg)
+    try:
+        try:
+            conn.execute("LOAD 'auto_explain'")
+        except psycopg.errors.InsufficientPrivilege:
+            pytest.skip("LOAD 'auto_explain' needs a superuser: the plans cannot be read")
+        for setting in (
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_timing = off",
+            "auto_explain.log_nested_statements = on",
+            "client_min_messages = log",
+        ):
+            conn.execute(f"SET {setting}")
+        plans: list[str] = []
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        with conn.transaction():  # two rows first: the triggers' statements are planned for them
+            conn.execute("UPDATE jobs SET status = 'completed', finished_at = now() WHERE id <= 2")
+        plans.clear()
+        with conn.transaction():
+            conn.execute("UPDATE jobs SET status = 'completed', finished_at = now() WHERE id > 2")
+        paired = [plan for plan in plans if "old_rows" in plan and "new_rows" in plan]
+        counted = [plan for plan in paired if "INSERT INTO job_counts" in plan]
+        assert len(counted) == 1, plans
+        assert "rows=1998" in counted[0]  # both versions of every row, grouped by id
+        assert [plan for plan in paired if "Nested Loop" in plan] == []
+    finally:
+        conn.close()
+    assert count_jobs(pg) == {("completed", "email", 0): 1001}
+
+
+def test_a_job_made_pending_by_a_lease_settled_in_a_claim_notifies(pg, heard):
+    engine = engine_for(pg)
+    engine.insert("alice", [new("email")], NOW)
+    [job] = claim(engine, 1)
+    heard.take()
+    settled_at = NOW + timedelta(seconds=31)
+    claim(engine, 1, at=settled_at, types=["other"])  # settles the expired lease, claims nothing
+    assert heard.take() == [f"{epoch(settled_at)} email"]
