@@ -7,7 +7,7 @@ claimable now (or at ``due``)": it wakes one sleeping waiter per type here (a wa
 full wakes the next one, so a burst is shared without waking every waiter for every job), and reaches the
 other processes:
 
-- PostgreSQL: triggers on ``jobs`` (migration 0014, once per statement) send ``NOTIFY`` in the very
+- PostgreSQL: triggers on ``jobs`` (migrations 0012 and 0014) send ``NOTIFY`` in the very
   transaction that makes a row pending (an insert, a retry, a backoff, a snooze, a settled lease) or frees
   room under a concurrency limit; each server process keeps one listening connection and fans the
   notifications out to its waiters.
@@ -126,8 +126,8 @@ class Wakeups:
         made them so; ``due`` (a Unix time) when that is later than now; ``count`` how many per type.
 
         Wakes up to ``count`` waiting long polls per type in this process, and signals the other processes
-        on SQLite. On PostgreSQL a row that becomes pending notifies by itself (the triggers of migration
-        0014): a change that makes a pending job claimable without writing its ``status`` or
+        on SQLite. On PostgreSQL a row that becomes pending notifies by itself (the triggers of migrations
+        0012 and 0014): a change that makes a pending job claimable without writing its ``status`` or
         ``available_at`` must write one of them (or call ``ready`` and accept the safety net's delay in the
         other processes)."""
         names = None if types is None else frozenset(types)
