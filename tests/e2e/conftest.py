@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ADMIN_PASSWORD
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -125,6 +127,24 @@ def new_page(chromium, console):
     yield make
     for context in contexts:
         context.close()
+
+
+def log_in(page, base: str, username: str = "admin", password: str = ADMIN_PASSWORD) -> None:
+    """Log in through the login form (an English page) and wait for the redirect to the dashboard. The
+    wait ends when the dashboard's answer arrives, not when its last resource has loaded: the steps that
+    follow wait for what they need. A login that goes nowhere fails with where the page stands and what
+    it says."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError  # the test extra's, checked above
+
+    page.goto(f"{base}/login")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    try:
+        page.wait_for_url(f"{base}/", wait_until="commit")
+    except PlaywrightTimeoutError:
+        text = " ".join(page.locator("body").inner_text(timeout=5_000).split())[:500]
+        raise AssertionError(f"the login of {username!r} stayed at {page.url}: {text}") from None
 
 
 def screenshot(page, name: str) -> None:

@@ -7,15 +7,7 @@ import re
 import requests
 
 from tests.conftest import ADMIN_PASSWORD
-from tests.e2e.conftest import screenshot
-
-
-def login(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/login")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+from tests.e2e.conftest import log_in, screenshot
 
 
 def test_submit_fail_redact_and_retry_across_producer_worker_and_admin(
@@ -29,7 +21,7 @@ def test_submit_fail_redact_and_retry_across_producer_worker_and_admin(
 
     # A producer submits a job through the form, sees it listed and opens its page.
     producer = new_page()
-    login(producer, base, "alice", "password-alice")
+    log_in(producer, base, "alice", "password-alice")
     producer.get_by_role("link", name="Submit").click()
     producer.get_by_label("Job type").select_option("email")
     producer.get_by_label("Payload (JSON object)").fill('{"to": "ada@example.com", "note": "<b>hi</b>"}')
@@ -59,7 +51,7 @@ def test_submit_fail_redact_and_retry_across_producer_worker_and_admin(
 
     # An admin finds it on the errors page, redacted, retries it and sees it pending again.
     admin = new_page()
-    login(admin, base, "admin", ADMIN_PASSWORD)
+    log_in(admin, base, "admin", ADMIN_PASSWORD)
     screenshot(admin, "dashboard")
     admin.get_by_role("link", name="Errors").click()
     group = admin.locator("section.error-group").filter(has_text="email")
@@ -83,7 +75,7 @@ def test_bad_payload_shows_the_error_beside_the_field_and_creates_nothing(
     server = live_server(workers=1, threads=4)
     keys.raw("producer", "alice")
     page = new_page()
-    login(page, server.url, "alice", "password-alice")
+    log_in(page, server.url, "alice", "password-alice")
     page.goto(f"{server.url}/submit")
     page.get_by_label("Payload (JSON object)").fill('{"to": ')
     page.get_by_role("button", name="Submit").click()
@@ -113,7 +105,7 @@ def test_every_page_renders_without_console_errors_on_a_phone(
         f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "ValueError: 42"}
     )
     page = new_page(viewport=(390, 844))
-    login(page, server.url, "admin", ADMIN_PASSWORD)
+    log_in(page, server.url, "admin", ADMIN_PASSWORD)
     paths = [
         "/",
         "/submit",

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ADMIN_PASSWORD
-from tests.e2e.conftest import screenshot
-
-
-def login(page, base: str) -> None:
-    page.goto(f"{base}/login")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill(ADMIN_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+from tests.e2e.conftest import log_in, screenshot
 
 
 def listed(page) -> list[int]:
@@ -39,7 +30,7 @@ def test_search_then_retry_everything_matching_then_cancel_ticked_rows(
 
     server = live_server(workers=1, threads=4)
     page = new_page(viewport=(1280, 800))
-    login(page, server.url)
+    log_in(page, server.url)
     page.get_by_role("link", name="Jobs").click()
     assert len(listed(page)) == 9
 
@@ -84,7 +75,7 @@ def test_error_group_links_to_its_jobs_as_a_search(app, producer, worker, live_s
         fail(worker, "email", f"TimeoutError: gave up after {n}s")
     server = live_server(workers=1, threads=4)
     page = new_page(viewport=(390, 844))
-    login(page, server.url)
+    log_in(page, server.url)
     page.goto(f"{server.url}/admin/errors")
     assert page.locator("figure.trend svg rect").count() == 1  # both failures in the last hour's bar
     screenshot(page, "console-errors-phone")

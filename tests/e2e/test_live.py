@@ -7,22 +7,13 @@ from __future__ import annotations
 import requests
 from playwright.sync_api import expect
 
-from tests.conftest import ADMIN_PASSWORD
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import log_in, screenshot
 
 LIVE = 12_000  # ms: a 5 s poll, with room for a busy machine
 HIDE = """state => {
   Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
   document.dispatchEvent(new Event('visibilitychange'));
 }"""
-
-
-def login(page, base: str) -> None:
-    page.goto(f"{base}/login")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill(ADMIN_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
 
 
 def api(keys, kind: str, name: str) -> requests.Session:
@@ -35,7 +26,7 @@ def test_pages_update_by_themselves_without_a_reload(app, keys, live_server, new
     base = live_server(workers=1, threads=4).url
     producer, worker = api(keys, "producer", "alice"), api(keys, "worker", "w-1")
     page = new_page()
-    login(page, base)
+    log_in(page, base)
     page.goto(f"{base}/queue")
     control = page.get_by_label("Update by itself")
     expect(control).to_be_visible()  # the script shows it; without script it stays hidden
@@ -71,7 +62,7 @@ def test_pages_update_by_themselves_without_a_reload(app, keys, live_server, new
 def test_the_poll_rests_while_the_tab_is_hidden(app, keys, live_server, new_page, console):
     base = live_server(workers=1, threads=4).url
     page = new_page()
-    login(page, base)
+    log_in(page, base)
     page.goto(f"{base}/admin/errors")
     polls: list[str] = []
     page.on("request", lambda r: polls.append(r.url) if r.headers.get("x-queuelog-live") == "1" else None)
@@ -101,7 +92,7 @@ def test_the_workers_page_shows_a_worker_holding_a_job_and_revokes_its_key(
     worker.post(f"{base}/jobs/{done['id']}/complete", json={"lease_token": done["lease_token"]})
     held = worker.post(f"{base}/jobs/claim").json()
     page = new_page()
-    login(page, base)
+    log_in(page, base)
     page.get_by_role("link", name="Workers").click()
     card = page.locator('section[id="worker-w-1"]')
     expect(card).to_contain_text("Holds now")
