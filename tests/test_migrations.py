@@ -199,3 +199,59 @@ def test_0006_adds_schedules_and_goes_back(empty_database):
     assert not {"schedules", "schedule_fires"} & tables
     db.upgrade()
     assert db.is_current()
+
+
+def _trigger_of_jobs(conn, name: str) -> str:
+    return conn.execute(
+        text(
+            "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+            " WHERE c.relname = 'jobs' AND c.relnamespace = current_schema()::regnamespace AND t.tgname = :name"
+        ),
+        {"name": name},
+    ).scalar_one()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # on SQLite 0014 changes nothing
+def test_0014_goes_back_to_0013s_triggers_and_counts_right_both_ways(empty_database):
+    """Inserts notify per statement at 0014 and per row at 0013; the counters' function pairs rows by id
+    at 0014 and by a join at 0013; the counts stay exact both ways."""
+    db = empty_database
+    db.upgrade()
+
+    def insert_and_finish(conn, status: str) -> None:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner,"
+                " available_at, created_at, updated_at)"
+                " SELECT 'email', '{}', 0, 'pending', 0, 3, 'ada', now(), now(), now() FROM generate_series(1, 3)"
+            )
+        )
+        conn.execute(
+            text("UPDATE jobs SET status = :status, finished_at = now() WHERE status = 'pending'"),
+            {"status": status},
+        )
+
+    def counts(conn) -> dict[str, int]:
+        rows = conn.execute(text("SELECT status, sum(n) FROM job_counts GROUP BY status HAVING sum(n) <> 0"))
+        return {status: int(n) for status, n in rows}
+
+    with db.engine.begin() as conn:
+        assert "FOR EACH STATEMENT" in _trigger_of_jobs(conn, "jobs_ready_insert")
+        insert_and_finish(conn, "completed")
+        assert counts(conn) == {"completed": 3}
+    command.downgrade(db.alembic_config(), "0013")
+    with db.engine.begin() as conn:
+        assert "FOR EACH ROW" in _trigger_of_jobs(conn, "jobs_ready_insert")
+        assert (
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_proc WHERE proname = 'queuelog_jobs_inserted'"
+                    " AND pronamespace = current_schema()::regnamespace"
+                )
+            ).scalar()
+            == 0
+        )
+        insert_and_finish(conn, "failed")
+        assert counts(conn) == {"completed": 3, "failed": 3}
+    db.upgrade()
+    assert db.is_current()

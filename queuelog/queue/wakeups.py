@@ -58,8 +58,8 @@ _Key = tuple[str, ...] | None  # a waiter's types, sorted; None: any type
 
 
 def channel_name(schema: str) -> str:
-    """The PostgreSQL channel of one installation (the triggers of migrations 0013 and 0014 name it the same
-    way, from the table's schema)."""
+    """The PostgreSQL channel of one installation (the triggers of migrations 0012, 0013 and 0014 name it
+    the same way)."""
     return f"queuelog_jobs:{schema}"
 
 

@@ -134,7 +134,8 @@ def log_in(page, base: str, username: str = "admin", password: str = ADMIN_PASSW
     wait ends when the dashboard's answer arrives, not when its last resource has loaded: the steps that
     follow wait for what they need. A login that goes nowhere fails with where the page stands and what
     it says."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError  # the test extra's, checked above
+    # Imported here: without Playwright this module still loads, to say what the browser tests need.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
     page.goto(f"{base}/login")
     page.get_by_label("Username").fill(username)

@@ -6,7 +6,6 @@ import re
 
 import requests
 
-from tests.conftest import ADMIN_PASSWORD
 from tests.e2e.conftest import log_in, screenshot
 
 
@@ -51,7 +50,8 @@ def test_submit_fail_redact_and_retry_across_producer_worker_and_admin(
 
     # An admin finds it on the errors page, redacted, retries it and sees it pending again.
     admin = new_page()
-    log_in(admin, base, "admin", ADMIN_PASSWORD)
+    log_in(admin, base)
+    admin.wait_for_load_state()  # the picture of the whole page
     screenshot(admin, "dashboard")
     admin.get_by_role("link", name="Errors").click()
     group = admin.locator("section.error-group").filter(has_text="email")
@@ -105,7 +105,7 @@ def test_every_page_renders_without_console_errors_on_a_phone(
         f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": "ValueError: 42"}
     )
     page = new_page(viewport=(390, 844))
-    log_in(page, server.url, "admin", ADMIN_PASSWORD)
+    log_in(page, server.url)
     paths = [
         "/",
         "/submit",

@@ -13,27 +13,27 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
-# The counters' trigger (migration 0003) pairs each row's old and new version. A PL/pgSQL function plans
-# its statements once per connection, for the transition tables of its first call, most often one row:
-# the pairing was then a nested loop, which for a batch of 100 compared 10,000 pairs, and for 1,000 a
-# million. Now a statement of one row compares its two versions directly (and a row whose status stayed,
-# a heartbeat, say, stops there), and a statement of more rows pairs them by grouping on the id, in time
-# linear in the rows whatever plan the first call left.
-_SINGLE = (
+# The counters' trigger (migration 0003) pairs each row's old and new version (docs/performance.md,
+# "Batches on PostgreSQL", says why the join it used could go quadratic). The changed rows, three ways:
+# of a statement of one row, each transition table holds that one row, so the cross join is the pair;
+_CHANGED_ONE_ROW = (
     "SELECT n.owner, n.type, n.priority, o.status AS was, n.status AS became, n.finished_at"
     " FROM old_rows o, new_rows n WHERE o.status <> n.status"
 )
-_GROUPED = (
+# of any statement, grouped by id: each id has exactly one old and one new version, so each min(...)
+# FILTER picks that version's value, in time linear in the rows whatever plan the first call left;
+_CHANGED_BY_ID = (
     "SELECT owner, type, priority, was, became, finished_at FROM (SELECT id,"
-    " min(owner) FILTER (WHERE NOT r.before) AS owner, min(type) FILTER (WHERE NOT r.before) AS type,"
-    " min(priority) FILTER (WHERE NOT r.before) AS priority, min(status) FILTER (WHERE r.before) AS was,"
-    " min(status) FILTER (WHERE NOT r.before) AS became,"
-    " min(finished_at) FILTER (WHERE NOT r.before) AS finished_at"
-    " FROM (SELECT true AS before, id, owner, type, priority, status, finished_at FROM old_rows"
+    " min(owner) FILTER (WHERE NOT r.is_old) AS owner, min(type) FILTER (WHERE NOT r.is_old) AS type,"
+    " min(priority) FILTER (WHERE NOT r.is_old) AS priority, min(status) FILTER (WHERE r.is_old) AS was,"
+    " min(status) FILTER (WHERE NOT r.is_old) AS became,"
+    " min(finished_at) FILTER (WHERE NOT r.is_old) AS finished_at"
+    " FROM (SELECT true AS is_old, id, owner, type, priority, status, finished_at FROM old_rows"
     " UNION ALL SELECT false, id, owner, type, priority, status, finished_at FROM new_rows) AS r"
     " GROUP BY id) AS pair WHERE was <> became"
 )
-_JOINED = (  # migration 0003's, for the downgrade
+# and migration 0003's join, for the downgrade.
+_CHANGED_JOINED = (
     "SELECT n.owner, n.type, n.priority, o.status AS was, n.status AS became, n.finished_at"
     " FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE o.status <> n.status"
 )
@@ -52,6 +52,7 @@ _COUNT = """
     FROM changed WHERE became IN ('completed', 'failed') AND finished_at IS NOT NULL
     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     ON CONFLICT (minute, owner, status, shard) DO UPDATE SET n = job_throughput.n + excluded.n"""
+# One row: a row whose status stayed (a heartbeat, progress) stops at the first comparison.
 COUNT_UPDATE = f"""
 CREATE OR REPLACE FUNCTION queuelog_count_update() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -59,10 +60,10 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows OFFSET 1) THEN
         IF EXISTS (SELECT 1 FROM old_rows o, new_rows n WHERE o.status <> n.status) THEN
-            {_COUNT.format(changed=_SINGLE)};
+            {_COUNT.format(changed=_CHANGED_ONE_ROW)};
         END IF;
     ELSE
-        {_COUNT.format(changed=_GROUPED)};
+        {_COUNT.format(changed=_CHANGED_BY_ID)};
     END IF;
     RETURN NULL;
 END $$
@@ -72,21 +73,21 @@ CREATE OR REPLACE FUNCTION queuelog_count_update() RETURNS trigger LANGUAGE plpg
 DECLARE
     s smallint := floor(random() * 8)::smallint;
 BEGIN
-    {_COUNT.format(changed=_JOINED)};
+    {_COUNT.format(changed=_CHANGED_JOINED)};
     RETURN NULL;
 END $$
 """
 
-# Migration 0012's notification of inserted jobs, once per statement instead of once per row: a batch of
-# 500 jobs calls one function, which sends "<due epoch> <type>" for each distinct due time and type of the
-# rows inserted pending (PostgreSQL folded identical notifications of one transaction into one before,
-# too). The channel is named from the table's schema, as migration 0013's. Updates keep 0012's row trigger:
-# its condition skips claims and heartbeats without calling anything, where a statement trigger costs
-# every single-row update a call (measured: about 40 us more for each heartbeat).
-READY_INSERT = """
+# Migration 0012's notification of inserted jobs, with one function call per statement instead of one per
+# row: a batch of 500 jobs calls it once, and it sends "<due epoch> <type>" for each distinct due time and
+# type of the rows inserted pending, on the channel 0012 names (the listeners hear what they heard before:
+# PostgreSQL folds identical notifications of one transaction into one). Updates keep 0012's row trigger:
+# its condition passes over claims and heartbeats without calling anything, where a statement trigger
+# costs every single-row update a call (measured: about 40 us more for each heartbeat).
+NOTIFY_INSERTED = """
 CREATE FUNCTION queuelog_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('queuelog_jobs:' || TG_TABLE_SCHEMA, extract(epoch FROM due)::text || ' ' || type)
+    PERFORM pg_notify('queuelog_jobs:' || current_schema(), extract(epoch FROM due)::text || ' ' || type)
     FROM (SELECT DISTINCT available_at AS due, type FROM new_rows WHERE status = 'pending') AS ready;
     RETURN NULL;
 END $$
@@ -105,7 +106,7 @@ def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(COUNT_UPDATE)
         op.execute("DROP TRIGGER jobs_ready_insert ON jobs")
-        op.execute(READY_INSERT)
+        op.execute(NOTIFY_INSERTED)
         op.execute(INSERT_TRIGGER)
 
 
