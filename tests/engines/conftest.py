@@ -63,6 +63,16 @@ def postgres_url():
     admin.dispose()
 
 
+@pytest.fixture
+def pg(postgres_url):
+    """A migrated, empty PostgreSQL database, for the tests of what only PostgreSQL does."""
+    database = Database(postgres_url, prepared_statements=PG_PREPARED)
+    with database.cursor(write=True) as cur:
+        cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    yield database
+    database.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db(request, tmp_path):
     """A migrated, empty database of each kind."""

@@ -15,8 +15,7 @@ from sqlalchemy import event, text
 from queuelog.db import Database
 from queuelog.engines import engine_for
 from queuelog.engines.records import NewBatch
-from tests.conftest import PG_PREPARED
-from tests.engines.conftest import NOW, TABLES, later, new
+from tests.engines.conftest import NOW, later, new
 
 
 @contextmanager
@@ -42,15 +41,6 @@ def round_trips(db: Database, path):
     with open(path) as trace:
         sent = [line.split("\t") for line in trace.read().splitlines() if line.startswith("F")]
     counted.append(sum(1 for fields in sent if fields[2] in ("Sync", "Query")))
-
-
-@pytest.fixture
-def pg(postgres_url):
-    database = Database(postgres_url, prepared_statements=PG_PREPARED)
-    with database.cursor(write=True) as cur:
-        cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
-    yield database
-    database.dispose()
 
 
 def test_a_batch_of_a_thousand_chained_jobs_takes_a_few_round_trips_not_some_per_job(pg, tmp_path):

@@ -14,19 +14,9 @@ from sqlalchemy.engine import make_url
 from queuelog.db import Database
 from queuelog.engines import Backoff, engine_for
 from queuelog.queue.wakeups import channel_name
-from tests.conftest import PG_PREPARED
-from tests.engines.conftest import NOW, TABLES, count_jobs, later, new, set_type
+from tests.engines.conftest import NOW, count_jobs, later, new, set_type
 
 NO_WAIT = Backoff(0, 0)
-
-
-@pytest.fixture
-def pg(postgres_url):
-    database = Database(postgres_url, prepared_statements=PG_PREPARED)
-    with database.cursor(write=True) as cur:
-        cur.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
-    yield database
-    database.dispose()
 
 
 def _connect(db: Database) -> psycopg.Connection:
