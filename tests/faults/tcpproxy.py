@@ -73,8 +73,8 @@ class TcpProxy:
                     if not data:
                         return
                     other[sock].sendall(data)
-        except OSError:
-            return  # dropped
+        except (OSError, ValueError):
+            return  # dropped: drop() may close a socket while select() or recv() holds it (ValueError: fd -1)
         finally:
             for sock in (client, upstream):
                 try:

@@ -300,16 +300,22 @@ def test_chunked_bodies_over_the_limit_are_413(live_server, keys):
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         body = json.dumps({"type": "email", "payload": {f"k{i}": filler for i in range(chunks)}}).encode()
         pieces = (body[i : i + 65536] for i in range(0, len(body), 65536))
-        conn.request(
-            "POST",
-            "/jobs",
-            body=pieces,
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-            encode_chunked=True,
-        )
-        status = conn.getresponse().status
-        conn.close()
-        return status
+        try:
+            try:
+                conn.request(
+                    "POST",
+                    "/jobs",
+                    body=pieces,
+                    headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+                    encode_chunked=True,
+                )
+            except (BrokenPipeError, ConnectionResetError):
+                # The server answered once it had read past the limit and closed without reading the rest
+                # (gunicorn drains at most 64 KiB of a body the app left); its answer is still readable.
+                pass
+            return conn.getresponse().status
+        finally:
+            conn.close()
 
     assert send(20) == 413  # 1.2 MB, no Content-Length
     assert send(1) == 201
