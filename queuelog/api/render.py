@@ -33,6 +33,10 @@ def text_or_null(value: str | None) -> str:
     return "null" if value is None else encode_basestring(value)
 
 
+def int_or_null(value: int | None) -> str:
+    return "null" if value is None else int.__repr__(value)
+
+
 def stored_json(value: str | None) -> str:
     """A payload or result: the stored JSON text itself."""
     return "null" if value is None else value
@@ -46,6 +50,8 @@ def _field_text(field: Field) -> Text:
     if field.out is None:
         if kind == "integer":
             return int.__repr__
+        if kind == ["integer", "null"]:
+            return int_or_null
         if kind in ("string", ["string", "null"]):
             return text_or_null  # null-safe even where the schema says string: never a 500 for it
     out = field.out

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from queuelog.api.answers import JOB, JOB_STATE_FIELDS, WORKER_JOB_FIELDS
+from queuelog.api.answers import JOB, JOB_STATE_FIELDS, WORKER_JOB, WORKER_JOB_FIELDS
 from queuelog.api.base import _HIDDEN_FROM_ADMINS, _HIDDEN_FROM_OTHERS, _HIDDEN_FROM_OWNERS
 from queuelog.api.render import render_json
 from queuelog.factory import SECURITY_HEADERS, is_api_path
@@ -212,9 +212,13 @@ def test_a_job_answer_reads_as_its_declared_shape(producer, admin, worker, queue
     held = worker.post("/jobs/claim").json
     worker.post(f"/jobs/{job['id']}/fail", json={"lease_token": held["lease_token"], "error": 'a "b" \\ ü'})
     record = queue.get(job["id"])
-    for omit in (_HIDDEN_FROM_ADMINS, _HIDDEN_FROM_OWNERS, _HIDDEN_FROM_OTHERS, frozenset()):
-        text = render_json(JOB, record, omit)
-        assert list(json.loads(text).items()) == list(JOB.render(record, omit).items())
+    in_a_batch = record._replace(batch_id=2**40 + 1, progress_percent=40)  # the nullable numbers, set
+    for shape, each in ((JOB, record), (JOB, in_a_batch), (WORKER_JOB, record), (WORKER_JOB, in_a_batch)):
+        for omit in (_HIDDEN_FROM_ADMINS, _HIDDEN_FROM_OWNERS, _HIDDEN_FROM_OTHERS, frozenset()):
+            text = render_json(shape, each, omit)
+            assert list(json.loads(text).items()) == list(shape.render(each, omit).items())
+    assert json.loads(render_json(WORKER_JOB, in_a_batch))["batch_id"] == 2**40 + 1
+    assert json.loads(render_json(WORKER_JOB, record))["batch_id"] is None
     assert parsed(admin.get(f"/jobs/{job['id']}")) == JOB.render(record, _HIDDEN_FROM_ADMINS)
     assert parsed(producer.get(f"/jobs/{job['id']}")) == JOB.render(record, _HIDDEN_FROM_OWNERS)
 
