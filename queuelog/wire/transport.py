@@ -127,11 +127,20 @@ class Transport:
                 self.close()
                 conn, reused = self._connection(timeout or self.timeout), False
             answered = False  # whether any byte of the answer came
+            cut = False  # whether the server stopped reading before the request ended
             try:
-                conn.request(method, self.prefix + path, body=payload, headers=all_headers)
+                try:
+                    conn.request(method, self.prefix + path, body=payload, headers=all_headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The server stopped reading before the body ended: most often it answered early (413
+                    # for a body past its limit) and closed. Its answer is read if it came; if none did,
+                    # reading fails as a dropped connection does, below.
+                    cut = True
                 response = conn.getresponse()
                 answered = True
                 data = response.read()
+                if cut:
+                    self.close()  # the server has closed its side
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 # Most often a kept-alive connection the server had closed: the request never reached it.

@@ -83,6 +83,16 @@ def test_a_request_over_the_size_limit(served):
     assert len(client.list()) == 0
 
 
+def test_a_request_far_over_the_limit_still_reads_the_servers_answer(served):
+    """The server answers 413 without reading the body and closes the connection, which breaks the
+    client's sending half-way (16 MB does not fit in the sockets' buffers): the answer is still read."""
+    client = served.client()
+    with pytest.raises(PayloadTooLarge) as caught:
+        client.enqueue("email", {"big": "x" * 16_000_000})
+    assert (caught.value.status, caught.value.attempts) == (413, 1)
+    assert len(client.list()) == 0  # and the connection after it serves the next request
+
+
 def test_a_method_the_api_does_not_have(served):
     with pytest.raises(MethodNotAllowed) as caught:
         served.client().request("DELETE", "/jobs")
