@@ -255,3 +255,45 @@ def test_0014_goes_back_to_0013s_triggers_and_counts_right_both_ways(empty_datab
         assert counts(conn) == {"completed": 3, "failed": 3}
     db.upgrade()
     assert db.is_current()
+
+
+def test_0015_marks_the_running_jobs_of_limited_types_and_goes_back(empty_database, backend):
+    """Jobs running when 0015 runs were claimed without the mark: it marks those of types with a
+    concurrency limit (on PostgreSQL, whose wake-up trigger reads it; SQLite only gains the column). Its
+    downgrade drops the column and, on PostgreSQL, gives 0012's trigger condition back."""
+    db = empty_database
+    db.upgrade("0014")
+    with db.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO job_types (name, description, enabled, paused, concurrency_limit, created_at, updated_at)"
+                " VALUES ('render', '', :yes, :no, 2, :now, :now), ('email', '', :yes, :no, NULL, :now, :now)"
+            ),
+            {"yes": True, "no": False, "now": utcnow()},
+        )
+        for job_type, status in (("render", "running"), ("email", "running"), ("render", "pending")):
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (type, payload, priority, status, retry_count, max_retries, owner,"
+                    " available_at, created_at, updated_at)"
+                    " VALUES (:type, '{}', 0, :status, 0, 3, 'ada', :now, :now, :now)"
+                ),
+                {"type": job_type, "status": status, "now": utcnow()},
+            )
+    db.upgrade()
+    with db.engine.begin() as conn:
+        rows = conn.execute(text("SELECT type, status, holds_slot FROM jobs ORDER BY id")).all()
+        assert [(job_type, status, bool(held)) for job_type, status, held in rows] == [
+            ("render", "running", backend.name == "postgresql"),
+            ("email", "running", False),
+            ("render", "pending", False),
+        ]
+        if backend.name == "postgresql":
+            assert "old.holds_slot" in _trigger_of_jobs(conn, "jobs_ready_update")
+    command.downgrade(db.alembic_config(), "0014")
+    with db.engine.begin() as conn:
+        assert "holds_slot" not in {column["name"] for column in inspect(conn).get_columns("jobs")}
+        if backend.name == "postgresql":
+            assert "holds_slot" not in _trigger_of_jobs(conn, "jobs_ready_update")
+    db.upgrade()
+    assert db.is_current()

@@ -14,6 +14,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -96,6 +97,10 @@ class Job(Base):
     # The lease token of the report (complete or fail) that ended the last attempt: the same report sent
     # again answers as the first did (docs/operations.md#outages).
     reported_token: Mapped[str | None] = mapped_column(String(64))
+    # Whether the running job took a slot of its type's concurrency limit: PostgreSQL's claim marks it, so
+    # that the wake-up trigger acts on the end of such a job only (migration 0015). SQLite, which wakes
+    # its claims in process, leaves it false.
+    holds_slot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (
         # Claim order, and only over pending rows: the claim's cost stays flat however many jobs have

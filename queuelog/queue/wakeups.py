@@ -7,10 +7,10 @@ claimable now (or at ``due``)": it wakes one sleeping waiter per type here (a wa
 full wakes the next one, so a burst is shared without waking every waiter for every job), and reaches the
 other processes:
 
-- PostgreSQL: triggers on ``jobs`` (migrations 0012 and 0014) send ``NOTIFY`` in the very
+- PostgreSQL: triggers on ``jobs`` (migrations 0012, 0014 and 0015) send ``NOTIFY`` in the very
   transaction that makes a row pending (an insert, a retry, a backoff, a snooze, a settled lease) or frees
-  room under a concurrency limit; each server process keeps one listening connection and fans the
-  notifications out to its waiters.
+  room under a concurrency limit (the end of a job its claim marked ``holds_slot``); each server process
+  keeps one listening connection and fans the notifications out to its waiters.
 - SQLite: every process with waiters binds a datagram socket in a folder beside the database file; ``ready``
   sends one datagram to each of the others after the commit.
 

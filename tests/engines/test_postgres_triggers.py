@@ -1,6 +1,7 @@
-"""PostgreSQL's triggers on jobs (migrations 0012 and 0014): each wake-up notification a statement owes is
-sent, once per type and due time, and none it does not owe, whatever the number of rows; the counters pair
-old and new rows in time linear in the rows (docs/performance.md#batches-on-postgresql)."""
+"""PostgreSQL's triggers on jobs (migrations 0012, 0014 and 0015): each wake-up notification a statement owes
+is sent, once per type and due time, and none it does not owe, whatever the number of rows; the end of a job
+that held no slot of a concurrency limit calls nothing; the counters pair old and new rows in time linear in
+the rows (docs/performance.md#batches-on-postgresql)."""
 
 from __future__ import annotations
 
@@ -206,3 +207,51 @@ def test_a_job_made_pending_by_a_lease_settled_in_a_claim_notifies(pg, heard):
     settled_at = NOW + timedelta(seconds=31)
     claim(engine, 1, at=settled_at, types=["other"])  # settles the expired lease, claims nothing
     assert heard.take() == [f"{epoch(settled_at)} email"]
+
+
+def _function_calls_when_jobs_end(db: Database, ids: list[int]) -> int:
+    """How often the wake-up function ran while these running jobs were completed by one statement of
+    any writer (a plain UPDATE): this transaction's own count of the function's calls."""
+    conn = _connect(db)
+    try:
+        conn.execute("SET track_functions = 'pl'")
+        with conn.transaction():
+            conn.execute(
+                "UPDATE jobs SET status = 'completed', finished_at = now(), lease_token = NULL"
+                " WHERE id = ANY(%s) AND status = 'running'",
+                (ids,),
+            )
+            calls = conn.execute(
+                "SELECT pg_stat_get_xact_function_calls('queuelog_jobs_ready'::regproc)"
+            ).fetchone()[0]
+        return int(calls or 0)
+    finally:
+        conn.close()
+
+
+def _holding(db: Database) -> dict[str, set[bool]]:
+    with db.cursor() as cur:
+        cur.execute("SELECT type, holds_slot FROM jobs WHERE status = 'running'")
+        marks: dict[str, set[bool]] = {}
+        for job_type, held in cur.fetchall():
+            marks.setdefault(job_type, set()).add(held)
+        return marks
+
+
+def test_the_end_of_a_job_without_a_concurrency_limit_calls_no_function(pg, heard):
+    """A claim marks the jobs of concurrency-limited types as holding a slot (migration 0015); the end of
+    every other job passes the update trigger's condition without a call, and only the marked ones call
+    it, once each, and notify."""
+    set_type(pg, "render", concurrency=100)
+    set_type(pg, "resize", rate=1000, period=1)  # a rate limit frees nothing when a job ends
+    engine = engine_for(pg)
+    engine.insert("alice", [new(kind) for kind in ("email", "render", "resize") for _ in range(50)], NOW)
+    jobs = claim(engine, 150)
+    assert _holding(pg) == {"email": {False}, "render": {True}, "resize": {False}}
+    heard.take()
+    unlimited = [job.id for job in jobs if job.type != "render"]
+    assert _function_calls_when_jobs_end(pg, unlimited) == 0
+    assert heard.take() == []
+    limited = [job.id for job in jobs if job.type == "render"]
+    assert _function_calls_when_jobs_end(pg, limited) == 50
+    assert heard.take() == ["0 render"]

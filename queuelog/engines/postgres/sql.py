@@ -174,12 +174,14 @@ FLOW_LEASE_DUE = f"SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AN
 # 'claimed' or 'expired'. Jobs whose lease expired here are pending from this statement on, but the pick
 # reads the statement's snapshot and cannot see them: the engine claims once more when that matters.
 # The picked ids go to the update as an array, so that it reaches them by primary key (a join with the
-# CTE would let the planner hash it against a scan of the whole table).
+# CTE would let the planner hash it against a scan of the whole table). A job of a type with a concurrency
+# limit is marked as holding a slot: the wake-up trigger acts on the end of such a job only (migration 0015).
 _CLAIM = (
     f"WITH RECURSIVE x AS ({_EXPIRE.format(which=_PLAIN)}), xe AS ({_EXPIRE_LOG}), {_ROOM}, {{picked}},"
     f" within AS ({_WITHIN_ROOM}),"
     " claimed AS (UPDATE jobs SET status = 'running', worker_id = %(worker)s, lease_token = %(token)s,"
-    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s"
+    " claimed_at = %(now)s, lease_expires_at = %(expires)s, updated_at = %(now)s,"
+    " holds_slot = jobs.type IN (SELECT name FROM job_types WHERE concurrency_limit IS NOT NULL)"
     f" WHERE jobs.id = ANY(ARRAY(SELECT id FROM within)) RETURNING {_RETURNING}),"
     f" spent AS ({_SPEND}),"
     f" logged AS ({_EVENT}'claimed', %(worker)s, retry_count + 1, NULL FROM claimed)"
