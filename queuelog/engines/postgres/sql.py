@@ -206,15 +206,21 @@ COMPLETE = (
     f" RETURNING {JOB_COLUMNS}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
-# One round trip for a whole batch: the items arrive as arrays and are joined to the jobs they name,
-# under the same holder guard as a single complete. `id = ANY(ids)` reaches them by primary key rather
-# than through every running job.
+# One round trip for a whole batch, under the same holder guard as a single complete: the items arrive as
+# three arrays; the jobs are reached by primary key (`id = ANY(ids)`), and each one's token and result are
+# read at its id's place in the arrays. No join with the items: the plan a prepared statement settles on
+# after five runs (a generic plan) joined them in a nested loop, comparing each job with every item (100 x
+# 100 for a batch of 100). And `status IS NOT DISTINCT FROM 'running'` says what `status = 'running'`
+# says of a column that is never NULL, but keeps the planner off the partial indexes of running jobs:
+# while the table's statistics saw few running jobs, it read every running job through one of those
+# (docs/performance.md#batches-on-postgresql).
+_ITEM = "array_position(%(ids)s::bigint[], jobs.id)"
 COMPLETE_MANY = (
-    f"WITH d AS (UPDATE jobs SET {_DONE}, result = b.result::jsonb, reported_token = b.token"
-    " FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[]) AS b(id, token, result)"
-    " WHERE jobs.id = ANY(%(ids)s::bigint[]) AND jobs.id = b.id AND jobs.status = 'running'"
-    " AND jobs.worker_id = %(worker)s"
-    f" AND jobs.lease_token = b.token RETURNING {_RETURNING}),"
+    f"WITH d AS (UPDATE jobs SET {_DONE}, result = (%(results)s::text[])[{_ITEM}]::jsonb,"
+    " reported_token = jobs.lease_token"  # the token as it was: SET reads the row before the update
+    " WHERE jobs.id = ANY(%(ids)s::bigint[]) AND jobs.status IS NOT DISTINCT FROM 'running'"
+    f" AND jobs.worker_id = %(worker)s AND jobs.lease_token = (%(tokens)s::text[])[{_ITEM}]"
+    f" RETURNING {_RETURNING}),"
     f" e AS ({_EVENT}'completed', %(worker)s, retry_count + 1, NULL FROM d) SELECT {JOB_COLUMNS} FROM d"
 )
 # A failure of a job whose cancellation was requested (docs/running-jobs.md) ends it cancelled, never
