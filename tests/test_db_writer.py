@@ -154,3 +154,27 @@ def test_a_block_that_leaves_rows_unread_holds_no_snapshot_after_it(db):
     assert busy == 0  # no reader of an old snapshot holds the WAL back
     with db.cursor(write=True) as cur:
         assert cur.execute("SELECT count(*) FROM t").fetchone() == (6,)
+
+
+def test_the_write_ahead_log_is_checkpointed_every_10000_pages_not_every_1000(db, tmp_path):
+    """docs/configuration.md#sqlite-and-postgresql: the log passes SQLite's default of 1,000 pages
+    without a checkpoint, and the commit past 10,000 copies it into the database file and starts it over."""
+    for write in (False, True):
+        with db.cursor(write=write) as cur:
+            assert cur.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10_000
+    with db.cursor(write=True) as cur:
+        cur.execute("CREATE TABLE pages (blob BLOB NOT NULL)")
+    frame = 4096 + 24  # a page and its header
+    wal, main = tmp_path / "table.sqlite3-wal", tmp_path / "table.sqlite3"
+
+    def fill(commits: int) -> None:
+        for _ in range(commits):
+            with db.cursor(write=True) as cur:
+                cur.execute("INSERT INTO pages VALUES (zeroblob(3500))")  # a new page each, at least
+
+    fill(1500)
+    assert wal.stat().st_size > 1500 * frame
+    assert main.stat().st_size < 100 * 4096  # nothing copied yet
+    fill(5000)
+    assert main.stat().st_size > 1500 * 4096  # copied by a checkpoint
+    assert wal.stat().st_size < 10_100 * frame  # and the log started over rather than growing on
