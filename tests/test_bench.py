@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
 import subprocess
 import sys
 
@@ -86,6 +87,8 @@ def test_http_scenario():
     rows = run_bench("http", "--jobs", "200", "--clients", "2", "--workers", "1", "--threads", "4")
     operations = [row["operation"] for row in rows]
     assert operations[0].startswith("do-nothing")
+    runs = rows[0]["ceiling_runs_per_s"]  # before each of the six rows of queuelog, and after the last
+    assert len(runs) == 7 and rows[0]["requests_per_s"] == statistics.median(runs)
     assert operations[3:] == [
         "claim+complete, 1 job per claim, minimal",
         "claim, then complete-and-claim-next, 1 job at a time, minimal",

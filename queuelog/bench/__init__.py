@@ -96,6 +96,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
             lines.append(f"{head} p50 {row['p50_ms']:.3f} ms  p99 {row['p99_ms']:.3f} ms")
         else:
             rss = f"  server max RSS {row['server_max_rss_mb']:.0f} MB" if "server_max_rss_mb" in row else ""
+            if "ceiling_runs_per_s" in row:  # the median of several runs: say how far they spread
+                runs = row["ceiling_runs_per_s"]
+                rss += f"  (median of {len(runs)} runs, {min(runs):,.0f}-{max(runs):,.0f} req/s)"
             lines.append(
                 f"{head} {row['requests_per_s']:>7,.0f} req/s {row['jobs_per_s']:>8,.0f} jobs/s"
                 f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}"
