@@ -295,5 +295,18 @@ def test_0015_marks_the_running_jobs_of_limited_types_and_goes_back(empty_databa
         assert "holds_slot" not in {column["name"] for column in inspect(conn).get_columns("jobs")}
         if backend.name == "postgresql":
             assert "holds_slot" not in _trigger_of_jobs(conn, "jobs_ready_update")
+            assert _functions_named(conn, "queuelog_limit_set") == 0
     db.upgrade()
     assert db.is_current()
+    if backend.name == "postgresql":
+        with db.engine.begin() as conn:
+            assert _functions_named(conn, "queuelog_limit_set") == 1
+
+
+def _functions_named(conn, name: str) -> int:
+    return conn.execute(
+        text(
+            "SELECT count(*) FROM pg_proc WHERE proname = :name AND pronamespace = current_schema()::regnamespace"
+        ),
+        {"name": name},
+    ).scalar_one()

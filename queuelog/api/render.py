@@ -34,6 +34,7 @@ def text_or_null(value: str | None) -> str:
 
 
 def int_or_null(value: int | None) -> str:
+    """A nullable integer (``batch_id``, ``progress``) as JSON text, without ``json.dumps``."""
     return "null" if value is None else int.__repr__(value)
 
 

@@ -233,9 +233,8 @@ def scenario_http(
     db.dispose()
     env = {"QUEUELOG_DATABASE_URL": url, "QUEUELOG_SECRET_KEY": "bench", "QUEUELOG_RETRY_BACKOFF_BASE": "0"}
     rows: list[dict[str, Any]] = []
-    ceilings: list[
-        dict[str, Any]
-    ] = []  # the do-nothing endpoint, measured before each row and after the last
+    # The do-nothing endpoint, measured before each of queuelog's rows and after the last.
+    ceilings: list[dict[str, Any]] = []
     context = multiprocessing.get_context("spawn")
     with context.Pool(clients) as pool:
         pool.map(time.sleep, [0] * clients)  # start the client processes before timing anything
@@ -246,13 +245,13 @@ def scenario_http(
             server = Server("queuelog:create_app()", env, workers, threads, target.folder / "queuelog.log")
             _run_phase(pool, server, producer_keys, "enqueue", max(clients, n // 5))  # warm-up
 
-            def measure(label: str, keys: list[str], phase: str, refill: bool = False, size: int = batch):
+            def measure(label: str, keys: list[str], phase: str, refill: bool = False) -> None:
                 assert server is not None
                 if refill:
                     _enqueue_batches(server.port, producer_keys[0], n)
                 ceilings.append(_run_phase(pool, noop, producer_keys, "noop", n))
                 progress(f"http: {label}", 0, 1)
-                rows.append({"operation": label, **_run_phase(pool, server, keys, phase, n, size)})
+                rows.append({"operation": label, **_run_phase(pool, server, keys, phase, n, batch)})
                 progress(f"http: {label}", 1, 1)
 
             measure("enqueue", producer_keys, "enqueue")
@@ -278,6 +277,7 @@ def scenario_http(
     ceiling_row = {
         "operation": "do-nothing POST (stack ceiling)",
         **by_speed[len(by_speed) // 2],
+        "errors_5xx": sum(run["errors_5xx"] for run in ceilings),  # of every run, not the median's only
         "ceiling_runs_per_s": [run["requests_per_s"] for run in ceilings],
     }
     rows.insert(0, ceiling_row)

@@ -212,8 +212,10 @@ class Queue(LongPolls, RunningJobs, Workflows):
         self, worker: str, items: list[tuple[int, str, str | None]]
     ) -> list[tuple[int, JobRecord | QueueError]]:
         """Complete several held jobs in one transaction; each ``(id, lease_token, result_json)`` item is
-        judged alone (ids must be distinct). Returns ``(id, job)`` for a success and ``(id, error)`` for a
-        refusal, in order."""
+        judged alone. Returns ``(id, job)`` for a success and ``(id, error)`` for a refusal, in order. The
+        ids must be distinct (ValueError): the engines find each item by its job's id."""
+        if len({job_id for job_id, _, _ in items}) != len(items):
+            raise ValueError("complete_many: each job may appear once")
         outcomes = self.engine.complete_many(worker, items, now=self.clock())
         out: list[tuple[int, JobRecord | QueueError]] = []
         for (job_id, _, _), outcome in zip(items, outcomes, strict=True):

@@ -132,9 +132,13 @@ class Transport:
                 try:
                     conn.request(method, self.prefix + path, body=payload, headers=all_headers)
                 except (BrokenPipeError, ConnectionResetError):
-                    # The server stopped reading before the body ended: most often it answered early (413
-                    # for a body past its limit) and closed. Its answer is read if it came; if none did,
-                    # reading fails as a dropped connection does, below.
+                    # On a new connection, the server stopped reading before the body ended: it answered
+                    # early (413 for a body past its limit) and closed; its answer is read if it came, and
+                    # if none did, reading fails as a dropped connection does, below. On a reused one, what
+                    # it left before closing answers nothing of ours (a 408 for the idle connection, say):
+                    # that request fails as before, and is sent again on a new connection if it may be.
+                    if reused or conn.sock is None:
+                        raise
                     cut = True
                 response = conn.getresponse()
                 answered = True

@@ -85,7 +85,8 @@ def test_a_request_over_the_size_limit(served):
 
 def test_a_request_far_over_the_limit_still_reads_the_servers_answer(served):
     """The server answers 413 without reading the body and closes the connection, which breaks the
-    client's sending half-way (16 MB does not fit in the sockets' buffers): the answer is still read."""
+    client's sending half-way (here, BrokenPipeError while 16 MB were on their way, until the transport
+    read the answer after it): the answer is still read."""
     client = served.client()
     with pytest.raises(PayloadTooLarge) as caught:
         client.enqueue("email", {"big": "x" * 16_000_000})

@@ -140,3 +140,11 @@ def test_a_completed_job_keeps_earlier_errors_in_its_history_only(q, clock):
         failing = q.claim("w")[0]
         q.fail(job["id"], "w", failing["lease_token"], "SMTP said no")
         clock.advance(60)
+
+
+def test_a_batch_completion_names_each_job_once(q):
+    job, _ = q.enqueue("alice", spec())
+    held = q.claim("w")[0]
+    with pytest.raises(ValueError, match="each job may appear once"):
+        q.complete_many("w", [(job["id"], "not-the-token", None), (job["id"], held["lease_token"], None)])
+    assert q.get(job["id"])["status"] == "running"  # nothing was done
