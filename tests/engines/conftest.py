@@ -14,8 +14,10 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from queuelog.db import Database
 from queuelog.engines import NewJob, engine_for
@@ -141,3 +143,33 @@ def count_jobs(db: Database) -> dict[tuple[str, str, int], int]:
 
 def later(seconds: float) -> datetime:
     return NOW + timedelta(seconds=seconds)
+
+
+# -- PostgreSQL sessions of a test's own ------------------------------------------------------------------
+
+
+def connect(db: Database) -> psycopg.Connection:
+    """A psycopg connection of its own to ``db`` (its schema on the search path), autocommitted."""
+    url = make_url(db.url).set(drivername="postgresql")
+    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+
+def explaining(conn: psycopg.Connection, *settings: str) -> list[str]:
+    """Make ``conn`` report the plan of each statement it runs, as auto_explain logs it (rows counted,
+    no timing), after ``settings``; returns the list the plans are added to. Skips the test when the role
+    may not load auto_explain (a superuser may)."""
+    try:
+        conn.execute("LOAD 'auto_explain'")
+    except psycopg.errors.InsufficientPrivilege:
+        pytest.skip("LOAD 'auto_explain' needs a superuser: the plans cannot be read")
+    for setting in (
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_analyze = on",
+        "auto_explain.log_timing = off",
+        "client_min_messages = log",
+        *settings,
+    ):
+        conn.execute(f"SET {setting}")
+    plans: list[str] = []
+    conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+    return plans

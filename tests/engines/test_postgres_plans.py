@@ -4,46 +4,24 @@ running jobs the table's statistics saw (docs/performance.md#batches-on-postgres
 
 from __future__ import annotations
 
-import psycopg
-import pytest
-from sqlalchemy.engine import make_url
-
-from queuelog.db import Database
 from queuelog.engines import Backoff, JobRecord, engine_for
 from queuelog.engines.postgres.engine import _PLAIN_COMPLETE_MANY
 from queuelog.engines.postgres.sql import bind_items
-from tests.engines.conftest import NOW, later, new
-
-
-def _connect(db: Database) -> psycopg.Connection:
-    url = make_url(db.url).set(drivername="postgresql")
-    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+from tests.engines.conftest import NOW, connect, explaining, later, new
 
 
 def test_a_batch_completion_reaches_its_jobs_by_primary_key_in_its_generic_plan(pg):
     engine = engine_for(pg)
     engine.insert("alice", [new("email") for _ in range(1100)], NOW)
-    conn = _connect(pg)
+    conn = connect(pg)
     try:
         conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")  # no new statistics meanwhile
         conn.execute("ANALYZE jobs")  # statistics that saw no running job at all
         held = engine.claim("other", now=NOW, lease_seconds=60, limit=1000, types=None, backoff=Backoff(0, 0))
         assert len(held.jobs) == 1000  # running, held by another worker
         mine = engine.claim("w", now=NOW, lease_seconds=60, limit=100, types=None, backoff=Backoff(0, 0))
-        try:
-            conn.execute("LOAD 'auto_explain'")
-        except psycopg.errors.InsufficientPrivilege:
-            pytest.skip("LOAD 'auto_explain' needs a superuser: the plans cannot be read")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_analyze = on",
-            "auto_explain.log_timing = off",
-            "client_min_messages = log",
-            "plan_cache_mode = force_generic_plan",  # the plan of the sixth run on, without five runs
-        ):
-            conn.execute(f"SET {setting}")
-        plans: list[str] = []
-        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        # The plan a prepared statement runs from its sixth run on (a generic plan), at once.
+        plans = explaining(conn, "plan_cache_mode = force_generic_plan")
         items = [(job.id, job.lease_token, f'{{"n": {job.id}}}') for job in mine.jobs]
         params = {"worker": "w", "now": later(1), **bind_items(items)}
         rows = conn.execute(_PLAIN_COMPLETE_MANY, params, prepare=True).fetchall()

@@ -10,19 +10,13 @@ from datetime import timedelta
 import psycopg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from queuelog.db import Database
 from queuelog.engines import Backoff, engine_for
 from queuelog.queue.wakeups import channel_name
-from tests.engines.conftest import NOW, count_jobs, later, new, set_type
+from tests.engines.conftest import NOW, connect, count_jobs, explaining, later, new, set_type
 
 NO_WAIT = Backoff(0, 0)
-
-
-def _connect(db: Database) -> psycopg.Connection:
-    url = make_url(db.url).set(drivername="postgresql")
-    return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
 
 
 class Heard:
@@ -30,7 +24,7 @@ class Heard:
     notifications that arrived since the last call (each statement under test commits before)."""
 
     def __init__(self, db: Database):
-        self.conn = _connect(db)
+        self.conn = connect(db)
         schema = self.conn.execute("SELECT current_schema()").fetchone()[0]
         self.conn.execute(f'LISTEN "{channel_name(schema)}"')
 
@@ -165,22 +159,9 @@ def test_the_counters_pair_old_and_new_rows_in_linear_time_whatever_they_were_pl
     without comparing it to all of them (the old function's nested loop did 998 x 998)."""
     engine = engine_for(pg)
     engine.insert("alice", [new("email") for _ in range(1001)], NOW)
-    conn = _connect(pg)
+    conn = connect(pg)
     try:
-        try:
-            conn.execute("LOAD 'auto_explain'")
-        except psycopg.errors.InsufficientPrivilege:
-            pytest.skip("LOAD 'auto_explain' needs a superuser: the plans cannot be read")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_analyze = on",
-            "auto_explain.log_timing = off",
-            "auto_explain.log_nested_statements = on",
-            "client_min_messages = log",
-        ):
-            conn.execute(f"SET {setting}")
-        plans: list[str] = []
-        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        plans = explaining(conn, "auto_explain.log_nested_statements = on")
         # One row, then two: each of the function's statements is planned at its first call, the one
         # for a single row first (the old function's join was then a nested loop), then the one for more.
         for ids in ("id = 1", "id IN (2, 3)"):
@@ -212,7 +193,7 @@ def test_a_job_made_pending_by_a_lease_settled_in_a_claim_notifies(pg, heard):
 def _function_calls_when_jobs_end(db: Database, ids: list[int]) -> int:
     """How often the wake-up function ran while these running jobs were completed by one statement of
     any writer (a plain UPDATE): this transaction's own count of the function's calls."""
-    conn = _connect(db)
+    conn = connect(db)
     try:
         try:
             conn.execute("SET track_functions = 'pl'")
