@@ -13,11 +13,12 @@ import json
 import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from queuelog.db import Database
 from queuelog.engines.engine import Engine
 from queuelog.engines.records import (
+    JOB_FIELDS,
     Backoff,
     BulkAudit,
     Claimed,
@@ -73,6 +74,29 @@ from queuelog.engines.sqlite.sql import (
     decode_job,
 )
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
+
+# Columns of a ``jobs`` row as the statements return it (JOB_COLUMNS' order), read before it is decoded.
+_ID, _TYPE, _RETRIES, _DEPENDENTS, _BATCH = (
+    JOB_FIELDS.index(name) for name in ("id", "type", "retry_count", "dependents", "batch_id")
+)
+
+
+class _Picked(NamedTuple):
+    """A claim's rows as its statement returned them, and the expired leases it settled. The writer's lock
+    is held for the statements only: the rows are decoded and put in claim order (``_claimed``) after the
+    transaction, while other writers go on."""
+
+    rows: list[Any]
+    expired: list[JobRecord]
+
+
+def _claimed(picked: _Picked) -> Claimed:
+    return Claimed(sorted(map(decode_job, picked.rows), key=claim_order), picked.expired)
+
+
+def _in_workflow(row: Any) -> bool:
+    """``JobRecord.in_workflow`` of a row not yet decoded."""
+    return row[_DEPENDENTS] > 0 or row[_BATCH] is not None
 
 
 def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
@@ -161,7 +185,8 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         request_id: str | None = None,
     ) -> Claimed:
         with self.db.cursor(write=True) as cur:
-            return self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
+        return _claimed(picked)
 
     def _claim(
         self,
@@ -173,8 +198,8 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         types: Sequence[str] | None,
         backoff: Backoff,
         request_id: str | None = None,
-    ) -> Claimed:
-        """The claim, in the caller's transaction."""
+    ) -> _Picked:
+        """The claim, in the caller's transaction; ``_claimed`` decodes its rows after it."""
         ts = bind_time(now)
         params = {
             "now": ts,
@@ -189,8 +214,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             asked = {"worker": worker, "request_id": request_id, "now": ts}
             earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
             if earlier is not None:
-                rows = cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall()
-                return Claimed(sorted(map(decode_job, rows), key=claim_order), [])
+                return _Picked(cur.execute(REQUESTED, {**asked, "token": earlier[0]}).fetchall(), [])
         due, limited, waiting = cur.execute(CLAIM_PROBE, {"now": ts}).fetchone()
         # First: a job settled here may be claimed at once.
         expired = self._expire(cur, now, backoff) if due else []
@@ -199,14 +223,14 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             statement = CLAIM_BY_TYPE[bool(types)]
         else:
             statement = CLAIM_IN_ORDER[limited]
-        jobs = sorted(map(decode_job, cur.execute(statement, params).fetchall()), key=claim_order)
-        if limited and jobs:
-            cur.execute(SPEND, {"now": ts, "taken": json.dumps([job.type for job in jobs])})
-        _log(cur, [(job.id, ts, "claimed", worker, job.retry_count + 1, None) for job in jobs])
-        if request_id is not None and jobs:
+        rows = cur.execute(statement, params).fetchall()
+        if limited and rows:
+            cur.execute(SPEND, {"now": ts, "taken": json.dumps([row[_TYPE] for row in rows])})
+        _log(cur, [(row[_ID], ts, "claimed", worker, row[_RETRIES] + 1, None) for row in rows])
+        if request_id is not None and rows:
             cur.execute(DROP_CLAIM_REQUESTS, {"now": ts})
             cur.execute(KEEP_CLAIM_REQUEST, {**params, "request_id": request_id})
-        return Claimed(jobs, expired)
+        return _Picked(rows, expired)
 
     def claimable(self, *, now: datetime, types: Sequence[str] | None = None) -> bool:
         params = {"now": bind_time(now), "limit": 1}
@@ -261,18 +285,26 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             job = self._complete(cur, job_id, worker, token, now, result_json)
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
-            return job, self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+        return job, _claimed(picked)
 
     def complete_many(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[JobRecord | Unchanged]:
         ts = bind_time(now)
+        params = {"worker": worker, "now": ts, **bind_items(items)}
+        # The writer's lock is held for the statements: the rows are decoded after the transaction, but
+        # for those of jobs in a workflow, which settle in it.
         with self.db.cursor(write=True) as cur:
-            rows = cur.execute(COMPLETE_MANY, {"worker": worker, "now": ts, **bind_items(items)}).fetchall()
-            done = {job.id: job for job in map(decode_job, rows)}
-            _log(cur, [(job.id, ts, "completed", worker, job.retry_count + 1, None) for job in done.values()])
-            self._after(cur, now, list(done.values()))
-            return [done[i] if i in done else self._reported(cur, i, worker, token) for i, token, _ in items]
+            rows = cur.execute(COMPLETE_MANY, params).fetchall()
+            _log(cur, [(row[_ID], ts, "completed", worker, row[_RETRIES] + 1, None) for row in rows])
+            self._after(cur, now, [decode_job(row) for row in rows if _in_workflow(row)])
+            completed = {row[_ID] for row in rows}
+            refused = {
+                i: self._reported(cur, i, worker, token) for i, token, _ in items if i not in completed
+            }
+        done = {job.id: job for job in map(decode_job, rows)}
+        return [done[i] if i in done else refused[i] for i, _, _ in items]
 
     def fail(
         self,
@@ -331,7 +363,8 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             job = self._fail(cur, job_id, worker, token, now, error, retryable, backoff)
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
-            return job, self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+        return job, _claimed(picked)
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         with self.db.cursor(write=True) as cur:
