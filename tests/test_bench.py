@@ -98,6 +98,7 @@ def test_http_scenario():
     for row in rows:
         assert row["errors_5xx"] == 0 and row["duplicates"] == 0
         assert row["requests_per_s"] > 0
+        assert 0 <= row["idle_pct"] <= 100  # Linux: the machine's idle share while the row ran
         assert row["per_ceiling_request"] == pytest.approx(
             (row["jobs_per_s"] or row["requests_per_s"]) / rows[0]["requests_per_s"]
         )

@@ -103,6 +103,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"{head} {row['requests_per_s']:>7,.0f} req/s {row['jobs_per_s']:>8,.0f} jobs/s"
                 f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}"
                 f"  server CPU {row['server_cpu_us_per_request']:,.0f} us/req{rss}"
+                + (f"  idle {row['idle_pct']:.0f}%" if row.get("idle_pct") is not None else "")
                 + (
                     f"  {row['per_ceiling_request']:.2f} per ceiling req  dup {row['duplicates']}"
                     if "per_ceiling_request" in row

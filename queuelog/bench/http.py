@@ -199,10 +199,12 @@ def _run_phase(
     per_client = total // len(keys)
     tasks = [(server.port, key, phase, per_client, batch) for key in keys]
     cpu = server.cpu_seconds()
+    ticks = _cpu_ticks()
     start = time.perf_counter()
     results = pool.map(_client, tasks)
     elapsed = time.perf_counter() - start
     cpu = server.cpu_seconds() - cpu
+    idle = _idle_share(ticks, _cpu_ticks())
     handled = sum(r[0] for r in results)
     latencies = sorted(x for r in results for x in r[1])
     done = [job_id for r in results for job_id in r[3]]
@@ -216,7 +218,27 @@ def _run_phase(
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000 if latencies else 0.0,
         "errors_5xx": sum(r[2] for r in results),
         "server_cpu_us_per_request": cpu / max(len(latencies), 1) * 1e6,
+        # How much of the machine nobody used meanwhile: near 0 while the cores are the limit; a row well
+        # above the do-nothing row's waits on something else, on SQLite the one writer at a time.
+        "idle_pct": idle,
     }
+
+
+def _cpu_ticks() -> list[int] | None:
+    """The machine's CPU time by kind (Linux's /proc/stat, in ticks); None elsewhere."""
+    try:
+        with open("/proc/stat") as stat:
+            return [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def _idle_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the machine's CPU time between two readings that was idle (or waiting on a disk)."""
+    if before is None or after is None:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    return 100.0 * (spent[3] + spent[4]) / max(sum(spent), 1)
 
 
 def scenario_http(
