@@ -292,17 +292,26 @@ def complete_batch(body: dict[str, Any], minimal: bool):
     ids = [job_id for job_id, _, _ in parsed]
     if len(set(ids)) != len(ids):
         raise invalid("jobs", "each job may appear once")
-    out = []
-    for job_id, outcome in queue().complete_many(g.principal.name, parsed):
-        if isinstance(outcome, QueueError):
-            refused = problem_of(outcome)
-            error = {"type": f"/problems/{refused.slug}", "status": refused.status, "detail": refused.detail}
-            out.append(dumps({"id": job_id, "status": refused.status, "error": error}))
-        elif minimal:
-            out.append(f'{{"id": {job_id:d}, "status": 200}}')
-        else:
-            out.append(f'{{"id": {job_id:d}, "status": 200, "job": {job_json(outcome, g.principal)}}}')
+    if minimal:  # no job in the answer: the queue layer need not hand any back
+        out = [
+            _item_refused(job_id, refusal) if refusal else f'{{"id": {job_id:d}, "status": 200}}'
+            for job_id, refusal in queue().complete_each(g.principal.name, parsed)
+        ]
+    else:
+        out = [
+            _item_refused(job_id, outcome)
+            if isinstance(outcome, QueueError)
+            else f'{{"id": {job_id:d}, "status": 200, "job": {job_json(outcome, g.principal)}}}'
+            for job_id, outcome in queue().complete_many(g.principal.name, parsed)
+        ]
     return _answer(json_object({"results": json_array(out)}), minimal)
+
+
+def _item_refused(job_id: int, refusal: QueueError) -> str:
+    """A batch item's result when its report was refused: the problem's type, status and detail."""
+    refused = problem_of(refusal)
+    error = {"type": f"/problems/{refused.slug}", "status": refused.status, "detail": refused.detail}
+    return dumps({"id": job_id, "status": refused.status, "error": error})
 
 
 @operation(

@@ -26,6 +26,7 @@ from queuelog.engines.records import (
     BatchRecord,
     BulkAudit,
     Claimed,
+    Completed,
     CountRow,
     EventRecord,
     FailureRow,
@@ -112,6 +113,13 @@ class Engine(Protocol):
     ) -> list[JobRecord | Unchanged]:
         """Complete each held ``(id, token, result_json)`` in one transaction, each item judged alone;
         the answers come in the order of ``items``. Ids must be distinct."""
+        ...
+
+    def complete_each(
+        self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
+    ) -> list[Completed | Unchanged]:
+        """``complete_many`` for a caller that needs no job back (a compact answer): the same transitions,
+        history and refusals, with ``Completed`` in place of each job ``complete_many`` would return."""
         ...
 
     def fail(

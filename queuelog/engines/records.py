@@ -217,6 +217,19 @@ class Unchanged(NamedTuple):
     job: JobRecord | None
 
 
+class Completed(NamedTuple):
+    """A job a batch completion ended, as told to a caller that needs no job back (``Engine.complete_each``):
+    its id, and whether its end concerns other jobs (``JobRecord.in_workflow``)."""
+
+    id: int
+    in_workflow: bool
+
+    @classmethod
+    def told(cls, outcome: JobRecord | Unchanged) -> Completed | Unchanged:
+        """``complete_many``'s answer to an item as ``complete_each`` gives it."""
+        return outcome if isinstance(outcome, Unchanged) else cls(outcome.id, outcome.in_workflow)
+
+
 class Claimed(NamedTuple):
     """What a claim did: the jobs it leased, in claim order, and the jobs whose expired leases it settled
     (as they are after settling: pending again, or failed when out of retries)."""

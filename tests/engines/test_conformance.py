@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from queuelog.engines import Backoff, JobRecord, KeyConflict, Unchanged
+from queuelog.engines import Backoff, Completed, JobRecord, KeyConflict, Unchanged
 from queuelog.engines.postgres import PostgresEngine
 from queuelog.engines.sqlite import SQLiteEngine
 from tests.engines.conftest import NOW, later, new, set_type
@@ -243,6 +243,29 @@ def test_fail_backs_off_by_the_policy_then_fails_for_good(engine):
         other.id, "w", held.lease_token, now=later(31), error="no", retryable=False, backoff=FIXED
     )
     assert (final.status, final.retry_count) == ("failed", 0)
+
+
+def test_complete_each_answers_as_complete_many_does_without_the_jobs(engine):
+    """The compact batch completion: the same transitions, history and refusals, and for each job
+    completed (a repeated report too) its id, where complete_many answers the job."""
+    engine.insert("alice", [new(), new(), new()], NOW)
+    a, b, c = claim(engine, "w", limit=3).jobs
+    items = [(c.id, c.lease_token, '{"n": 3}'), (999, a.lease_token, None), (b.id, "x" * 32, None)]
+    answers = engine.complete_each("w", [*items, (a.id, a.lease_token, None)], now=later(1))
+    assert answers == [Completed(c.id, False), Unchanged(None), Unchanged(b), Completed(a.id, False)]
+    done = engine.get(c.id)
+    assert (done.status, json.loads(done.result), done.finished_at) == ("completed", {"n": 3}, later(1))
+    assert history(engine, a.id)[-1] == ("completed", "w", 1) and history(engine, b.id)[-1] == (
+        "claimed",
+        "w",
+        1,
+    )
+    again = engine.complete_each(
+        "w", [(a.id, a.lease_token, None), (b.id, b.lease_token, None)], now=later(2)
+    )
+    assert again == [Completed(a.id, False), Completed(b.id, False)]  # a: the repeat of its report
+    assert [event for event, _, _ in history(engine, a.id)].count("completed") == 1
+    assert engine.get(b.id).status == "completed"
 
 
 def test_complete_many_judges_each_item_alone_in_order(engine):

@@ -375,6 +375,17 @@ def test_complete_many_completes_members_dependents_and_plain_jobs_alike(engine)
     assert done.status == "completed" and plain.id in [j.id for j in held]
 
 
+def test_complete_each_settles_workflows_as_complete_many_does(engine):
+    batch, _ = make_batch(engine, [new()], finish=callback())
+    [(root, _), (plain, _)] = engine.insert("alice", [new(), new()], NOW)
+    [(waits, _)] = engine.insert("alice", [after(new(), root.id)], NOW)
+    held = claim(engine, limit=3)
+    answers = engine.complete_each("w", [(j.id, j.lease_token, None) for j in held], now=NOW)
+    assert {(c.id, c.in_workflow) for c in answers} == {(j.id, j.id != plain.id) for j in held}
+    assert engine.get(waits.id).status == "pending" and engine.get_batch(batch.id).status == "succeeded"
+    assert history(engine, waits.id)[-1][0] == "released"
+
+
 @pytest.mark.parametrize("how", ["complete", "fail", "complete_many"])
 def test_a_report_repeated_for_a_job_in_a_workflow_answers_as_the_first_and_settles_once(engine, how):
     """A complete or fail sent again with its lease token (its answer was lost: docs/operations.md#outages)

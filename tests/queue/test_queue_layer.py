@@ -148,3 +148,15 @@ def test_a_batch_completion_names_each_job_once(q):
     with pytest.raises(ValueError, match="each job may appear once"):
         q.complete_many("w", [(job["id"], "not-the-token", None), (job["id"], held["lease_token"], None)])
     assert q.get(job["id"])["status"] == "running"  # nothing was done
+
+
+def test_a_compact_batch_completion_answers_none_or_the_refusal(q):
+    (a, _), (b, _) = q.enqueue("alice", spec()), q.enqueue("alice", spec())
+    held = {job["id"]: job for job in q.claim("w", limit=2)}
+    answers = q.complete_each("w", [(a["id"], held[a["id"]]["lease_token"], None), (b["id"], "x" * 32, None)])
+    assert answers[0] == (a["id"], None) and answers[1][0] == b["id"]
+    assert isinstance(answers[1][1], NotLeaseHolder)
+    assert q.get(a["id"])["status"] == "completed" and q.get(b["id"])["status"] == "running"
+    with pytest.raises(ValueError, match="each job may appear once"):
+        q.complete_each("w", [(b["id"], "x" * 32, None), (b["id"], held[b["id"]]["lease_token"], None)])
+    assert q.get(b["id"])["status"] == "running"  # nothing was done

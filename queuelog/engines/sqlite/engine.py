@@ -22,6 +22,7 @@ from queuelog.engines.records import (
     Backoff,
     BulkAudit,
     Claimed,
+    Completed,
     JobRecord,
     KeyConflict,
     NewJob,
@@ -43,9 +44,11 @@ from queuelog.engines.sqlite.sql import (
     CLAIM_REQUEST,
     CLAIMABLE,
     COMPLETE,
+    COMPLETE_EACH,
     COMPLETE_MANY,
     DIALECT,
     DROP_CLAIM_REQUESTS,
+    EACH_FIELDS,
     EVENT,
     EXPIRE,
     EXPIRE_CANCELLED,
@@ -76,9 +79,7 @@ from queuelog.engines.sqlite.sql import (
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
 # Columns of a ``jobs`` row as the statements return it (JOB_COLUMNS' order), read before it is decoded.
-_ID, _TYPE, _RETRIES, _DEPENDENTS, _BATCH = (
-    JOB_FIELDS.index(name) for name in ("id", "type", "retry_count", "dependents", "batch_id")
-)
+_ID, _TYPE, _RETRIES = (JOB_FIELDS.index(name) for name in ("id", "type", "retry_count"))
 
 
 class _Picked(NamedTuple):
@@ -92,11 +93,6 @@ class _Picked(NamedTuple):
 
 def _claimed(picked: _Picked) -> Claimed:
     return Claimed(sorted(map(decode_job, picked.rows), key=claim_order), picked.expired)
-
-
-def _in_workflow(row: Any) -> bool:
-    """``JobRecord.in_workflow`` of a row not yet decoded."""
-    return row[_DEPENDENTS] > 0 or row[_BATCH] is not None
 
 
 def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
@@ -291,20 +287,46 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
     def complete_many(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[JobRecord | Unchanged]:
+        rows, refused = self._complete_items(COMPLETE_MANY, JOB_FIELDS, worker, items, now)
+        done = {job.id: job for job in map(decode_job, rows)}
+        return [done[i] if i in done else refused[i] for i, _, _ in items]
+
+    def complete_each(
+        self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
+    ) -> list[Completed | Unchanged]:
+        rows, refused = self._complete_items(COMPLETE_EACH, EACH_FIELDS, worker, items, now)
+        done = {row[0]: Completed(row[0], row[2] > 0 or row[3] is not None) for row in rows}  # EACH_FIELDS
+        return [done[i] if i in done else Completed.told(refused[i]) for i, _, _ in items]
+
+    def _complete_items(
+        self,
+        statement: str,
+        fields: Sequence[str],
+        worker: str,
+        items: Sequence[tuple[int, str, str | None]],
+        now: datetime,
+    ) -> tuple[list[Any], dict[int, JobRecord | Unchanged]]:
+        """A batch completion's transaction: the rows ``statement`` returned (``fields`` of each job
+        completed) and the answer to each item it refused (``_reported``). The writers' lock is held for
+        the statements: the rows are decoded after the transaction, but for those of jobs in a workflow,
+        which settle in it."""
+        at = fields.index
+        key, retries, dependents, batch = at("id"), at("retry_count"), at("dependents"), at("batch_id")
         ts = bind_time(now)
         params = {"worker": worker, "now": ts, **bind_items(items)}
-        # The writer's lock is held for the statements: the rows are decoded after the transaction, but
-        # for those of jobs in a workflow, which settle in it.
         with self.db.cursor(write=True) as cur:
-            rows = cur.execute(COMPLETE_MANY, params).fetchall()
-            _log(cur, [(row[_ID], ts, "completed", worker, row[_RETRIES] + 1, None) for row in rows])
-            self._after(cur, now, [decode_job(row) for row in rows if _in_workflow(row)])
-            completed = {row[_ID] for row in rows}
+            rows = cur.execute(statement, params).fetchall()
+            _log(cur, [(row[key], ts, "completed", worker, row[retries] + 1, None) for row in rows])
+            flows = [row for row in rows if row[dependents] > 0 or row[batch] is not None]
+            if flows:
+                whole = fields == JOB_FIELDS
+                jobs = [decode_job(row) if whole else self._locate(cur, row[key]) for row in flows]
+                self._after(cur, now, [job for job in jobs if job is not None])
+            completed = {row[key] for row in rows}
             refused = {
                 i: self._reported(cur, i, worker, token) for i, token, _ in items if i not in completed
             }
-        done = {job.id: job for job in map(decode_job, rows)}
-        return [done[i] if i in done else refused[i] for i, _, _ in items]
+        return rows, refused
 
     def fail(
         self,
