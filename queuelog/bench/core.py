@@ -102,11 +102,12 @@ def raw_loop(
 
     def finish(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
         if not logs_itself:
-            rows = [(i, now, name, WORKER, attempt, None) for i in job_ids] if history else []
-            if len(rows) == 1:
-                cur.execute(sql.EVENT, rows[0])
-            elif rows:
-                cur.executemany(sql.EVENT, rows)
+            if history and len(job_ids) == 1:
+                cur.execute(sql.EVENT, (job_ids[0], now, name, WORKER, attempt, None))
+            elif history and job_ids:  # a batch's rows, in one statement as the engine writes them
+                pairs = ",".join(f"[{i:d},{attempt:d}]" for i in job_ids)
+                params = {"at": now, "event": name, "actor": WORKER, "jobs": f"[{pairs}]"}
+                cur.execute(sql.EVENTS_ALIKE, params)
             conn.commit()
 
     def insert(spec: JobSpec, now: Any) -> int:

