@@ -294,7 +294,7 @@ def complete_batch(body: dict[str, Any], minimal: bool):
         raise invalid("jobs", "each job may appear once")
     if minimal:  # no job in the answer: the queue layer need not hand any back
         out = [
-            _item_refused(job_id, refusal) if refusal else f'{{"id": {job_id:d}, "status": 200}}'
+            _item_refused(job_id, refusal) if refusal is not None else f'{{"id": {job_id:d}, "status": 200}}'
             for job_id, refusal in queue().complete_each(g.principal.name, parsed)
         ]
     else:

@@ -237,7 +237,7 @@ def _idle_share(before: list[int] | None, after: list[int] | None) -> float | No
     """The share of the machine's CPU time between two readings that was idle (or waiting on a disk)."""
     if before is None or after is None:
         return None
-    spent = [b - a for a, b in zip(before, after, strict=True)]
+    spent = [b - a for a, b in zip(before, after, strict=True)][:8]  # guest time is counted in user time
     return 100.0 * (spent[3] + spent[4]) / max(sum(spent), 1)
 
 

@@ -20,12 +20,12 @@ from queuelog.engines.records import (
     JOB_FIELDS,
     Backoff,
     Claimed,
-    Completed,
     EventRecord,
     JobRecord,
     KeyConflict,
     KeyRow,
     NewJob,
+    ReportedJob,
     Unchanged,
 )
 
@@ -47,13 +47,13 @@ __all__ = [
     "JOB_FIELDS",
     "Backoff",
     "Claimed",
-    "Completed",
     "Engine",
     "EventRecord",
     "JobRecord",
     "KeyConflict",
     "KeyRow",
     "NewJob",
+    "ReportedJob",
     "Unchanged",
     "engine_for",
 ]

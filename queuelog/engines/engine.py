@@ -26,7 +26,6 @@ from queuelog.engines.records import (
     BatchRecord,
     BulkAudit,
     Claimed,
-    Completed,
     CountRow,
     EventRecord,
     FailureRow,
@@ -42,6 +41,7 @@ from queuelog.engines.records import (
     KeyRow,
     NewBatch,
     NewJob,
+    ReportedJob,
     SearchPage,
     ThroughputRow,
     Unchanged,
@@ -117,9 +117,9 @@ class Engine(Protocol):
 
     def complete_each(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
-    ) -> list[Completed | Unchanged]:
+    ) -> list[ReportedJob | Unchanged]:
         """``complete_many`` for a caller that needs no job back (a compact answer): the same transitions,
-        history and refusals, with ``Completed`` in place of each job ``complete_many`` would return."""
+        history and refusals, with a ``ReportedJob`` in place of each job ``complete_many`` would return."""
         ...
 
     def fail(

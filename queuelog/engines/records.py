@@ -82,7 +82,7 @@ class JobRecord(NamedTuple):
     def in_workflow(self) -> bool:
         """Whether a change of its status concerns other jobs or a batch: only then does a transition do
         more than change the job itself (docs/workflows.md)."""
-        return self.dependents > 0 or self.batch_id is not None
+        return in_workflow(self.dependents, self.batch_id)
 
     @property
     def progress(self) -> int | None:
@@ -217,17 +217,26 @@ class Unchanged(NamedTuple):
     job: JobRecord | None
 
 
-class Completed(NamedTuple):
-    """A job a batch completion ended, as told to a caller that needs no job back (``Engine.complete_each``):
-    its id, and whether its end concerns other jobs (``JobRecord.in_workflow``)."""
+def in_workflow(dependents: int, batch_id: int | None) -> bool:
+    """``JobRecord.in_workflow`` from the two columns it reads (a row an engine has not decoded)."""
+    return dependents > 0 or batch_id is not None
+
+
+class ReportedJob(NamedTuple):
+    """A job after a report that a caller wants no job back for (``Engine.complete_each``): its id, its
+    status (completed; or, for a repeat of an earlier report, what that report left) and whether its
+    change concerns other jobs (``JobRecord.in_workflow``)."""
 
     id: int
+    status: str
     in_workflow: bool
 
-    @classmethod
-    def told(cls, outcome: JobRecord | Unchanged) -> Completed | Unchanged:
-        """``complete_many``'s answer to an item as ``complete_each`` gives it."""
-        return outcome if isinstance(outcome, Unchanged) else cls(outcome.id, outcome.in_workflow)
+
+def reported_job(outcome: JobRecord | Unchanged) -> ReportedJob | Unchanged:
+    """``complete_many``'s answer to an item as ``complete_each`` gives it."""
+    if isinstance(outcome, Unchanged):
+        return outcome
+    return ReportedJob(outcome.id, outcome.status, outcome.in_workflow)
 
 
 class Claimed(NamedTuple):

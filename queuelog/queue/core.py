@@ -18,7 +18,16 @@ from typing import NamedTuple
 
 from queuelog import metrics
 from queuelog.db import Database
-from queuelog.engines import Backoff, Claimed, EventRecord, JobRecord, KeyConflict, Unchanged, engine_for
+from queuelog.engines import (
+    Backoff,
+    Claimed,
+    EventRecord,
+    JobRecord,
+    KeyConflict,
+    ReportedJob,
+    Unchanged,
+    engine_for,
+)
 from queuelog.engines.records import DependencyMissing
 from queuelog.models import FINISHED, utcnow
 from queuelog.queue.errors import (
@@ -103,13 +112,11 @@ class Queue(LongPolls, RunningJobs, Workflows):
         for (name, at), count in due.items():
             self.wakeups.ready((name,), due=at, count=count)
 
-    def followed(self, jobs: Iterable[JobRecord]) -> None:
+    def followed(self, jobs: Iterable[JobRecord | ReportedJob]) -> None:
         """Wake-ups for what finishing ``jobs`` may have made claimable in the same transaction: their
         released dependents and their batches' callbacks (docs/workflows.md), of types the queue layer does
         not see, so any waiting long poll looks. On PostgreSQL those rows notify by themselves."""
-        self._wake_followers(sum(1 for job in jobs if job.in_workflow and job.status in FINISHED))
-
-    def _wake_followers(self, count: int) -> None:
+        count = sum(1 for job in jobs if job.in_workflow and job.status in FINISHED)
         if count:
             self.wakeups.ready(None, count=count)
 
@@ -235,7 +242,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
         outcomes = self.engine.complete_each(worker, _distinct(items), now=self.clock())
         done = [outcome for outcome in outcomes if not isinstance(outcome, Unchanged)]
         metrics.COMPLETED.inc(len(done))
-        self._wake_followers(sum(1 for completed in done if completed.in_workflow))
+        self.followed(done)
         return [
             (job_id, self._refusal(job_id, outcome) if isinstance(outcome, Unchanged) else None)
             for (job_id, _, _), outcome in zip(items, outcomes, strict=True)

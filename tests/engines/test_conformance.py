@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from queuelog.engines import Backoff, Completed, JobRecord, KeyConflict, Unchanged
+from queuelog.engines import Backoff, JobRecord, KeyConflict, ReportedJob, Unchanged
 from queuelog.engines.postgres import PostgresEngine
 from queuelog.engines.sqlite import SQLiteEngine
 from tests.engines.conftest import NOW, later, new, set_type
@@ -252,7 +252,8 @@ def test_complete_each_answers_as_complete_many_does_without_the_jobs(engine):
     a, b, c = claim(engine, "w", limit=3).jobs
     items = [(c.id, c.lease_token, '{"n": 3}'), (999, a.lease_token, None), (b.id, "x" * 32, None)]
     answers = engine.complete_each("w", [*items, (a.id, a.lease_token, None)], now=later(1))
-    assert answers == [Completed(c.id, False), Unchanged(None), Unchanged(b), Completed(a.id, False)]
+    done_c, done_a = ReportedJob(c.id, "completed", False), ReportedJob(a.id, "completed", False)
+    assert answers == [done_c, Unchanged(None), Unchanged(b), done_a]
     done = engine.get(c.id)
     assert (done.status, json.loads(done.result), done.finished_at) == ("completed", {"n": 3}, later(1))
     assert history(engine, a.id)[-1] == ("completed", "w", 1) and history(engine, b.id)[-1] == (
@@ -263,9 +264,21 @@ def test_complete_each_answers_as_complete_many_does_without_the_jobs(engine):
     again = engine.complete_each(
         "w", [(a.id, a.lease_token, None), (b.id, b.lease_token, None)], now=later(2)
     )
-    assert again == [Completed(a.id, False), Completed(b.id, False)]  # a: the repeat of its report
+    assert again == [done_a, ReportedJob(b.id, "completed", False)]  # a: the repeat of its report
     assert [event for event, _, _ in history(engine, a.id)].count("completed") == 1
     assert engine.get(b.id).status == "completed"
+
+
+def test_complete_each_answers_a_repeated_failure_report_with_the_status_it_left(engine):
+    """A completion sent with the token of the failure that ended the attempt repeats that report: it
+    answers the job as the failure left it (pending again here), as complete_many does, not completed."""
+    [(job, _)] = engine.insert("alice", [new()], NOW)
+    [held] = claim(engine).jobs
+    engine.fail(job.id, "w", held.lease_token, now=later(1), error="no", retryable=True, backoff=FIXED)
+    [answer] = engine.complete_each("w", [(job.id, held.lease_token, None)], now=later(2))
+    [whole] = engine.complete_many("w", [(job.id, held.lease_token, None)], now=later(2))
+    assert answer == ReportedJob(job.id, "pending", False) and whole.status == "pending"
+    assert engine.get(job.id).status == "pending"
 
 
 def test_complete_many_judges_each_item_alone_in_order(engine):

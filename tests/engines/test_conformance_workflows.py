@@ -381,14 +381,14 @@ def test_complete_each_settles_workflows_as_complete_many_does(engine):
     [(waits, _)] = engine.insert("alice", [after(new(), root.id)], NOW)
     held = claim(engine, limit=3)
     answers = engine.complete_each("w", [(j.id, j.lease_token, None) for j in held], now=NOW)
-    assert {(c.id, c.in_workflow) for c in answers} == {(j.id, j.id != plain.id) for j in held}
+    assert {tuple(answer) for answer in answers} == {(j.id, "completed", j.id != plain.id) for j in held}
     assert engine.get(waits.id).status == "pending" and engine.get_batch(batch.id).status == "succeeded"
     assert history(engine, waits.id)[-1][0] == "released"
 
 
-@pytest.mark.parametrize("how", ["complete", "fail", "complete_many"])
+@pytest.mark.parametrize("how", ["complete", "fail", "complete_many", "complete_each"])
 def test_a_report_repeated_for_a_job_in_a_workflow_answers_as_the_first_and_settles_once(engine, how):
-    """A complete or fail sent again with its lease token (its answer was lost: docs/operations.md#outages)
+    """A complete (alone or in a batch) or fail sent again with its lease token (its answer was lost: docs/operations.md#outages)
     answers the job as the first did, also for a job with dependents, whose first report settled them:
     the dependent is released (or cancelled) once, and the repeat writes nothing."""
     [(a, _)] = engine.insert("alice", [new(max_retries=0)], NOW)
@@ -398,8 +398,8 @@ def test_a_report_repeated_for_a_job_in_a_workflow_answers_as_the_first_and_sett
     def report():
         if how == "complete":
             return engine.complete(a.id, "w", held.lease_token, now=later(1), result_json=None)
-        if how == "complete_many":
-            [job] = engine.complete_many("w", [(a.id, held.lease_token, None)], now=later(1))
+        if how in ("complete_many", "complete_each"):
+            [job] = getattr(engine, how)("w", [(a.id, held.lease_token, None)], now=later(1))
             return job
         return engine.fail(
             a.id, "w", held.lease_token, now=later(1), error="boom", retryable=False, backoff=NO_WAIT

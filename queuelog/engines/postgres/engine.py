@@ -71,13 +71,14 @@ from queuelog.engines.records import (
     BatchRecord,
     BulkAudit,
     Claimed,
-    Completed,
     JobRecord,
     KeyConflict,
     NewBatch,
     NewJob,
+    ReportedJob,
     Unchanged,
     claim_order,
+    reported_job,
 )
 from queuelog.engines.shared import SharedEngine
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
@@ -543,10 +544,10 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
 
     def complete_each(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
-    ) -> list[Completed | Unchanged]:
+    ) -> list[ReportedJob | Unchanged]:
         # complete_many's statement and answers: a compact one would spare the rows' transfer and
         # decoding, not the writes that make most of a batch's cost here (docs/performance.md).
-        return [Completed.told(outcome) for outcome in self.complete_many(worker, items, now=now)]
+        return [reported_job(outcome) for outcome in self.complete_many(worker, items, now=now)]
 
     @retry_aborted
     def fail(

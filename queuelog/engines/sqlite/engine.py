@@ -22,12 +22,14 @@ from queuelog.engines.records import (
     Backoff,
     BulkAudit,
     Claimed,
-    Completed,
     JobRecord,
     KeyConflict,
     NewJob,
+    ReportedJob,
     Unchanged,
     claim_order,
+    in_workflow,
+    reported_job,
 )
 from queuelog.engines.shared import SharedEngine, first_row
 from queuelog.engines.sqlite.sql import (
@@ -84,15 +86,17 @@ _ID, _TYPE, _RETRIES = (JOB_FIELDS.index(name) for name in ("id", "type", "retry
 
 
 class _Picked(NamedTuple):
-    """A claim's rows as its statement returned them, and the expired leases it settled. The writer's lock
-    is held for the statements only: the rows are decoded and put in claim order (``_claimed``) after the
-    transaction, while other writers go on."""
+    """A claim's rows as its statement returned them, and the expired leases it settled. The writers' lock
+    is held for the statements only: the rows are decoded and put in claim order (``_decoded_claim``)
+    after the transaction, while other writers go on. (Decoding cannot fail on rows the engines wrote; if
+    it did, the claim stands: a claim repeated with its ``request_id`` answers the same jobs.)"""
 
     rows: list[Any]
     expired: list[JobRecord]
 
 
-def _claimed(picked: _Picked) -> Claimed:
+def _decoded_claim(picked: _Picked) -> Claimed:
+    """The claim's jobs as records, in claim order."""
     return Claimed(sorted(map(decode_job, picked.rows), key=claim_order), picked.expired)
 
 
@@ -192,7 +196,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
     ) -> Claimed:
         with self.db.cursor(write=True) as cur:
             picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
-        return _claimed(picked)
+        return _decoded_claim(picked)
 
     def _claim(
         self,
@@ -205,7 +209,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         backoff: Backoff,
         request_id: str | None = None,
     ) -> _Picked:
-        """The claim, in the caller's transaction; ``_claimed`` decodes its rows after it."""
+        """The claim, in the caller's transaction; ``_decoded_claim`` decodes its rows after it."""
         ts = bind_time(now)
         params = {
             "now": ts,
@@ -216,7 +220,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         }
         if types:
             params["types"] = json.dumps(list(types))
-        if request_id is not None:  # the writer's lock: no other claim with this id runs meanwhile
+        if request_id is not None:  # the writers' lock: no other claim with this id runs meanwhile
             asked = {"worker": worker, "request_id": request_id, "now": ts}
             earlier = cur.execute(CLAIM_REQUEST, asked).fetchone()
             if earlier is not None:
@@ -292,7 +296,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
             picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
-        return job, _claimed(picked)
+        return job, _decoded_claim(picked)
 
     def complete_many(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
@@ -303,10 +307,16 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
 
     def complete_each(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
-    ) -> list[Completed | Unchanged]:
+    ) -> list[ReportedJob | Unchanged]:
         rows, refused = self._complete_items(COMPLETE_EACH, EACH_FIELDS, worker, items, now)
-        done = {row[0]: Completed(row[0], row[2] > 0 or row[3] is not None) for row in rows}  # EACH_FIELDS
-        return [done[i] if i in done else Completed.told(refused[i]) for i, _, _ in items]
+        key, status, dependents, batch = (
+            EACH_FIELDS.index(f) for f in ("id", "status", "dependents", "batch_id")
+        )
+        done = {
+            row[key]: ReportedJob(row[key], row[status], in_workflow(row[dependents], row[batch]))
+            for row in rows
+        }
+        return [done[i] if i in done else reported_job(refused[i]) for i, _, _ in items]
 
     def _complete_items(
         self,
@@ -327,9 +337,9 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         with self.db.cursor(write=True) as cur:
             rows = cur.execute(statement, params).fetchall()
             _log_alike(cur, ts, "completed", worker, [(row[key], row[retries] + 1) for row in rows])
-            flows = [row for row in rows if row[dependents] > 0 or row[batch] is not None]
-            if flows:
-                whole = fields == JOB_FIELDS
+            flows = [row for row in rows if in_workflow(row[dependents], row[batch])]
+            if flows:  # the whole rows, or each job read again (a compact statement's)
+                whole = fields is JOB_FIELDS
                 jobs = [decode_job(row) if whole else self._locate(cur, row[key]) for row in flows]
                 self._after(cur, now, [job for job in jobs if job is not None])
             completed = {row[key] for row in rows}
@@ -396,7 +406,7 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
             picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
-        return job, _claimed(picked)
+        return job, _decoded_claim(picked)
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         with self.db.cursor(write=True) as cur:
