@@ -17,7 +17,6 @@ from typing import Any
 
 from queuelog.bench import minimal
 from queuelog.bench.targets import Target, progress
-from queuelog.engines import JobRecord
 from queuelog.models import utcnow
 from queuelog.queue import JobSpec, Queue
 
@@ -62,9 +61,9 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
         queue.enqueue_many("bench", specs[first : first + 500])
     start = minimal.clock()
     done = 0
-    while jobs := queue.claim(WORKER, limit=batch):
-        outcomes = queue.complete_many(WORKER, [(j.id, j.lease_token, None) for j in jobs])
-        assert all(isinstance(o, JobRecord) for _, o in outcomes)
+    while jobs := queue.claim(WORKER, limit=batch):  # completed as queuelog-worker's batches are: compact
+        outcomes = queue.complete_each(WORKER, [(j.id, j.lease_token, None) for j in jobs])
+        assert all(refusal is None for _, refusal in outcomes)
         done += len(jobs)
         progress(f"queuelog: batch of {batch}", done, n)
     batched = minimal.clock() - start
@@ -187,7 +186,7 @@ def raw_loop(
         begin()
         ids = [row[0] for row in rows]
         items = [(job_id, TOKEN, None) for job_id in ids]
-        cur.execute(sql.COMPLETE_MANY, {"worker": WORKER, "now": now, **sql.bind_items(items)})
+        cur.execute(sql.COMPLETE_EACH, {"worker": WORKER, "now": now, **sql.bind_items(items)})
         cur.fetchall()
         finish(ids, now, "completed", 1)
         done += len(ids)

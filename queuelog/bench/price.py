@@ -70,8 +70,8 @@ class RowHistory:
         self.COMPLETE = _add(
             sql.COMPLETE, "lease_expires_at = NULL WHERE", f"lease_expires_at = NULL, {completed} WHERE"
         )
-        self.COMPLETE_MANY = _add(
-            sql.COMPLETE_MANY, "lease_expires_at = NULL FROM", f"lease_expires_at = NULL, {completed} FROM"
+        self.COMPLETE_EACH = _add(
+            sql.COMPLETE_EACH, "lease_expires_at = NULL FROM", f"lease_expires_at = NULL, {completed} FROM"
         )
 
     def __getattr__(self, name: str) -> Any:

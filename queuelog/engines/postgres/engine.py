@@ -33,6 +33,7 @@ from queuelog.engines.postgres.sql import (
     CLAIM_REQUEST,
     CLAIMABLE,
     COMPLETE,
+    COMPLETE_EACH,
     COMPLETE_MANY,
     COMPLETE_THEN_CLAIM,
     DIALECT,
@@ -140,6 +141,7 @@ _PLAIN = {
     for statement in (COMPLETE, FAIL, *CANCEL.values(), RETRY, CANCEL_HELD, SNOOZE)
 }
 _PLAIN_COMPLETE_MANY = plain(COMPLETE_MANY)
+_PLAIN_COMPLETE_EACH = plain(COMPLETE_EACH)
 
 
 def _claim_params(
@@ -542,12 +544,26 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 )
         return [done[i] if i in done else reported[i] for i, _, _ in items]
 
+    @retry_aborted
     def complete_each(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[ReportedJob | Unchanged]:
-        # complete_many's statement and answers: a compact one would spare the rows' transfer and
-        # decoding, not the writes that make most of a batch's cost here (docs/performance.md).
-        return [reported_job(outcome) for outcome in self.complete_many(worker, items, now=now)]
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            params = {"worker": worker, "now": now, **bind_items(items)}
+            rows = cur.execute(_PLAIN_COMPLETE_EACH, params).fetchall()
+        done: dict[int, ReportedJob | Unchanged] = {
+            job_id: ReportedJob(job_id, status, False)
+            for job_id, status in rows  # plain: no workflow
+        }
+        # What the plain statement left: reports refused or repeated, and jobs in a workflow, which
+        # complete_many settles. Rare: a worker reports the jobs it holds.
+        left = [item for item in items if item[0] not in done]
+        if left:
+            outcomes = self.complete_many(worker, left, now=now)
+            done.update(
+                (item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True)
+            )
+        return [done[i] for i, _, _ in items]
 
     @retry_aborted
     def fail(
