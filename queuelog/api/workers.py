@@ -146,11 +146,13 @@ COMPLETE_ITEM = Shape(
 )
 BATCH_COMPLETE_BODY = Shape(
     "BatchCompleteBody",
-    "Up to 100 held jobs to complete; each job may appear once (else 422 on jobs).",
+    "Up to 100 held jobs to complete; each job may appear once (else 422 on jobs). With next, claim the "
+    "next job(s) in the same request, whatever each item's outcome.",
     {
         "jobs": ListOf(
             COMPLETE_ITEM, 1, MAX_BATCH_COMPLETE, f"must be a list of 1 to {MAX_BATCH_COMPLETE} items"
-        )
+        ),
+        "next": NEXT,
     },
     required=("jobs",),
 )
@@ -244,9 +246,13 @@ def reported_and_claimed(job: JobRecord, jobs: list[JobRecord], minimal: bool) -
     """The report's answer (as ``report_answer``'s) with the claimed jobs beside it, as ``next``: the
     answer of a claim with a limit."""
     reported = render_json(JOB_STATE, job) if minimal else job_json(job, g.principal)
+    return _answer(f'{reported[:-1]}, "next": {_claimed_jobs(jobs, minimal)}}}', minimal)
+
+
+def _claimed_jobs(jobs: list[JobRecord], minimal: bool) -> str:
+    """The jobs a report claimed next, as a claim with a limit answers them: ``{"jobs": [...]}``."""
     shape, omit = (WORKER_JOB, EMPTY) if minimal else (JOB, _CLAIMED)
-    claimed = json_object({"jobs": json_array(render_json(shape, claimed, omit) for claimed in jobs)})
-    return _answer(f'{reported[:-1]}, "next": {claimed}}}', minimal)
+    return json_object({"jobs": json_array(render_json(shape, claimed, omit) for claimed in jobs)})
 
 
 def reported_next(description: str) -> dict[str, Any]:
@@ -278,8 +284,8 @@ REPORT_NEXT = Shape(
     answers={
         "200": json_answer(
             "One result per item, in order; with Prefer: return=minimal a completed item is {id, status} "
-            "without its job",
-            COMPLETE_RESULTS,
+            "without its job; with next, the jobs claimed next beside them",
+            {"allOf": [schema_of(COMPLETE_RESULTS), schema_of(REPORT_NEXT)]},
             APPLIED,
         )
     },
@@ -292,19 +298,30 @@ def complete_batch(body: dict[str, Any], minimal: bool):
     ids = [job_id for job_id, _, _ in parsed]
     if len(set(ids)) != len(ids):
         raise invalid("jobs", "each job may appear once")
+    worker, then = g.principal.name, body["next"]
+    claimed: list[JobRecord] | None = None
     if minimal:  # no job in the answer: the queue layer need not hand any back
+        if then is None:
+            outcomes = queue().complete_each(worker, parsed)
+        else:  # the completions and the claim in one transaction
+            outcomes, claimed = queue().complete_each_and_claim(worker, parsed, _next_claim(then))
         out = [
             _item_refused(job_id, refusal) if refusal is not None else f'{{"id": {job_id:d}, "status": 200}}'
-            for job_id, refusal in queue().complete_each(g.principal.name, parsed)
+            for job_id, refusal in outcomes
         ]
     else:
         out = [
             _item_refused(job_id, outcome)
             if isinstance(outcome, QueueError)
             else f'{{"id": {job_id:d}, "status": 200, "job": {job_json(outcome, g.principal)}}}'
-            for job_id, outcome in queue().complete_many(g.principal.name, parsed)
+            for job_id, outcome in queue().complete_many(worker, parsed)
         ]
-    return _answer(json_object({"results": json_array(out)}), minimal)
+        if then is not None:  # whole jobs: the claim follows in a transaction of its own
+            claimed = queue().claim_next(worker, _next_claim(then))
+    answer = {"results": json_array(out)}
+    if claimed is not None:
+        answer["next"] = _claimed_jobs(claimed, minimal)
+    return _answer(json_object(answer), minimal)
 
 
 def _item_refused(job_id: int, refusal: QueueError) -> str:

@@ -177,6 +177,24 @@ class Engine(Protocol):
         the failed job out again when its backoff allows it at ``now``."""
         ...
 
+    def complete_each_and_claim(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, str, str | None]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
+        """``complete_each`` and then ``claim`` (docs/api.md#report-and-claim-in-one-request): the claim
+        sees every completion (the slots they freed under a concurrency limit are free) and happens
+        whatever each item's outcome, since each item stands alone. In one transaction, but for the
+        items of jobs in a workflow and the refused or repeated ones, which PostgreSQL settles after it,
+        in a transaction of their own (as ``complete_each`` does)."""
+        ...
+
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
         """Settle every running job whose lease ended before ``now``: a retryable failure by ``system``
         (pending after ``backoff``, or failed when out of retries). Returns them as they now are."""

@@ -42,7 +42,7 @@ from queuelog.queue.longpoll import LongPolls
 from queuelog.queue.running import RunningJobs
 from queuelog.queue.spec import JobSpec
 from queuelog.queue.types import JobTypeRules
-from queuelog.queue.wakeups import Wakeups
+from queuelog.queue.wakeups import WaitingPollsFull, Wakeups
 from queuelog.queue.workflows import Workflows, dependency_refusal
 from queuelog.redact import redact_error
 
@@ -240,6 +240,33 @@ class Queue(LongPolls, RunningJobs, Workflows):
         transaction, with ``(id, None)`` for a success. Lighter on SQLite, where it returns no rows of
         jobs while the writers' lock is held."""
         outcomes = self.engine.complete_each(worker, _distinct(items), now=self.clock())
+        return self._each_done(items, outcomes)
+
+    def complete_each_and_claim(
+        self, worker: str, items: list[tuple[int, str, str | None]], then: NextClaim
+    ) -> tuple[list[tuple[int, QueueError | None]], list[JobRecord]]:
+        """``complete_each``, then claim as ``then`` asks, in one transaction
+        (docs/api.md#report-and-claim-in-one-request): each item's outcome, as ``complete_each``'s, and
+        the jobs claimed. The claim happens whatever each item's outcome; when nothing was claimable and
+        ``then`` waits, the wait (a long poll, as ``claim_wait``'s) comes after the commit."""
+        started = time.perf_counter()
+        outcomes, claimed = self.engine.complete_each_and_claim(
+            worker,
+            _distinct(items),
+            now=self.clock(),
+            lease_seconds=then.lease_seconds or self.lease_seconds,
+            limit=then.limit,
+            types=then.types,
+            backoff=self._backoff(),
+        )
+        answers = self._each_done(items, outcomes)
+        self.ready(claimed.expired)
+        return answers, self._then_wait(worker, then, _count_claimed(claimed, started))
+
+    def _each_done(
+        self, items: list[tuple[int, str, str | None]], outcomes: list[ReportedJob | Unchanged]
+    ) -> list[tuple[int, QueueError | None]]:
+        """A compact batch completion's answer to each item; counts and wakes for the jobs completed."""
         done = [outcome for outcome in outcomes if not isinstance(outcome, Unchanged)]
         metrics.COMPLETED.inc(len(done))
         self.followed(done)
@@ -297,16 +324,27 @@ class Queue(LongPolls, RunningJobs, Workflows):
         self.ready(claimed.expired)
         return job, self._then_wait(worker, then, _count_claimed(claimed, started))
 
+    def claim_next(self, worker: str, then: NextClaim) -> list[JobRecord]:
+        """Claim as a report's ``then`` asks, in a transaction of its own (a batch completion that answers
+        whole jobs: ``complete_many`` first)."""
+        jobs = self.claim(worker, types=then.types, limit=then.limit, lease_seconds=then.lease_seconds)
+        return self._then_wait(worker, then, jobs)
+
     def _then_wait(self, worker: str, then: NextClaim, jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs a report claimed; when none and ``then`` waits, a long poll after the commit. With no
+        room left to wait in this process, none: the report stands, and its answer says it."""
         if jobs or then.wait_seconds <= 0:
             return jobs
-        return self.claim_wait(
-            worker,
-            wait_seconds=then.wait_seconds,
-            types=then.types,
-            limit=then.limit,
-            lease_seconds=then.lease_seconds,
-        )
+        try:
+            return self.claim_wait(
+                worker,
+                wait_seconds=then.wait_seconds,
+                types=then.types,
+                limit=then.limit,
+                lease_seconds=then.lease_seconds,
+            )
+        except WaitingPollsFull:
+            return []
 
     def heartbeat(
         self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None

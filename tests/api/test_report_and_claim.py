@@ -149,3 +149,113 @@ def test_the_openapi_document_declares_next(client):
     for path in ("/jobs/{job_id}/complete", "/jobs/{job_id}/fail"):
         answer = document["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
         assert {"$ref": "#/components/schemas/ReportNext"} in answer["allOf"]
+
+
+# -- a batch completion that claims next: next on POST /jobs/complete ----------------------------------
+
+
+def claim_some(worker, limit: int) -> list[dict]:
+    response = worker.post("/jobs/claim", json={"limit": limit})
+    assert response.status_code == 200, response.json
+    return response.json["jobs"]
+
+
+def items(jobs: list[dict]) -> list[dict]:
+    return [{"id": job["id"], "lease_token": job["lease_token"]} for job in jobs]
+
+
+def test_batch_completion_with_next_answers_each_result_and_the_next_jobs(producer, worker, document, queue):
+    made = [enqueue(producer, {"n": n}) for n in range(5)]
+    held = claim_some(worker, 2)
+    response = worker.post(
+        "/jobs/complete", json={"jobs": items(held), "next": {"limit": 2}}, headers=MINIMAL
+    )
+    assert response.status_code == 200 and response.headers["Preference-Applied"] == "return=minimal"
+    body = parsed(response)
+    assert body["results"] == [{"id": job["id"], "status": 200} for job in held]
+    assert [job["id"] for job in body["next"]["jobs"]] == [made[2]["id"], made[3]["id"]]
+    assert all(list(job) == WORKER_JOB_KEYS for job in body["next"]["jobs"])
+    assert conforms(document, "CompleteResults", body) and conforms(document, "WorkerJobs", body["next"])
+    for job in held:
+        assert history(queue, job["id"]) == ["enqueued", "claimed", "completed"]
+    for job in body["next"]["jobs"]:
+        assert queue.get(job["id"]).status == "running" and history(queue, job["id"]) == [
+            "enqueued",
+            "claimed",
+        ]
+    # The jobs handed out complete with their tokens; the last batch finds nothing more: an empty list.
+    last = worker.post(
+        "/jobs/complete", json={"jobs": items(body["next"]["jobs"]), "next": {"limit": 5}}, headers=MINIMAL
+    )
+    assert [r["status"] for r in parsed(last)["results"]] == [200, 200]
+    assert [job["id"] for job in parsed(last)["next"]["jobs"]] == [made[4]["id"]]
+
+
+def test_batch_completion_with_next_and_whole_answers(producer, worker, document):
+    first, second = enqueue(producer, {"n": 0}), enqueue(producer, {"n": 1})
+    [held] = claim_some(worker, 1)
+    assert held["id"] == first["id"]
+    response = worker.post("/jobs/complete", json={"jobs": items([held]), "next": {}})
+    assert response.status_code == 200 and "Preference-Applied" not in response.headers
+    body = parsed(response)
+    [result] = body["results"]
+    assert (result["id"], result["status"], result["job"]["status"]) == (first["id"], 200, "completed")
+    [job] = body["next"]["jobs"]
+    assert job["id"] == second["id"] and job["status"] == "running" and "error" not in job
+    assert conforms(document, "CompleteResults", body) and conforms(document, "ClaimedJobs", body["next"])
+    without_next = worker.post("/jobs/complete", json={"jobs": items([job])})
+    assert "next" not in parsed(without_next)  # the old call answers as it always did
+
+
+def test_batch_completion_claims_next_whatever_each_items_outcome(producer, keys, worker, queue):
+    made = [enqueue(producer, {"n": n}) for n in range(4)]
+    held = claim_some(worker, 2)
+    sent = [
+        {"id": held[0]["id"], "lease_token": held[0]["lease_token"]},
+        {"id": held[1]["id"], "lease_token": "0" * 32},
+        {"id": made[-1]["id"] + 99, "lease_token": "1" * 32},
+    ]
+    body = parsed(worker.post("/jobs/complete", json={"jobs": sent, "next": {"limit": 5}}, headers=MINIMAL))
+    assert [r["status"] for r in body["results"]] == [200, 409, 404]
+    assert body["results"][1]["error"]["type"] == "/problems/not-lease-holder"
+    assert [job["id"] for job in body["next"]["jobs"]] == [made[2]["id"], made[3]["id"]]
+    assert queue.get(held[1]["id"]).status == "running"  # refused: unchanged, still the worker's
+    assert history(queue, held[1]["id"]) == ["enqueued", "claimed"]
+
+
+@pytest.mark.parametrize(
+    "next_, fields",
+    [
+        ({"limit": 101, "wait_seconds": 21}, ["next.limit", "next.wait_seconds"]),
+        ({"types": ["email", 7], "colour": "red"}, ["next.colour", "next.types[1]"]),
+        ([1], ["next"]),
+    ],
+)
+def test_bad_next_on_a_batch_completion_names_each_bad_field(producer, worker, queue, next_, fields):
+    enqueue(producer)
+    other = enqueue(producer)
+    [held] = claim_some(worker, 1)
+    response = worker.post("/jobs/complete", json={"jobs": items([held]), "next": next_}, headers=MINIMAL)
+    assert response.status_code == 422 and response.mimetype == "application/problem+json"
+    assert [error["field"] for error in response.json["errors"]] == fields
+    assert queue.get(held["id"]).status == "running"  # nothing completed, nothing claimed
+    assert queue.get(other["id"]).status == "pending"
+
+
+def test_batch_next_with_a_short_wait_commits_the_completions_first(producer, worker, queue):
+    enqueue(producer)
+    [held] = claim_some(worker, 1)
+    for headers in (MINIMAL, {}):
+        response = worker.post(
+            "/jobs/complete", json={"jobs": items([held]), "next": {"wait_seconds": 0.3}}, headers=headers
+        )
+        assert response.status_code == 200 and parsed(response)["next"] == {"jobs": []}
+        assert queue.get(held["id"]).status == "completed"  # the second time: a repeated report
+
+
+def test_the_openapi_document_declares_next_on_batch_completions(client):
+    document = client.get("/openapi.json").get_json()
+    body = document["components"]["schemas"]["BatchCompleteBody"]
+    assert body["properties"]["next"] == {"$ref": "#/components/schemas/NextClaim"}
+    answer = document["paths"]["/jobs/complete"]["post"]["responses"]["200"]["content"]["application/json"]
+    assert {"$ref": "#/components/schemas/ReportNext"} in answer["schema"]["allOf"]

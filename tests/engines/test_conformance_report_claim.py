@@ -181,3 +181,110 @@ def test_a_report_and_claim_of_a_job_in_a_workflow_settles_its_dependents_and_cl
     failed, none = fail_next(engine, held_c, at=later(5), retryable=False)
     assert failed.status == "failed" and none.jobs == []
     assert engine.get(d.id).status == "cancelled"
+
+
+# -- a batch completion and the next claim: complete_each_and_claim ------------------------------------
+
+
+def complete_each_next(engine, jobs, *, worker="w", at=NOW, limit=1, types=None, tokens=None):
+    items = [(job.id, token, None) for job, token in zip(jobs, tokens or [j.lease_token for j in jobs])]
+    return engine.complete_each_and_claim(
+        worker, items, now=at, lease_seconds=30, limit=limit, types=types, backoff=FIXED
+    )
+
+
+def test_complete_each_and_claim_completes_each_then_claims_in_claim_order(engine):
+    engine.insert("alice", [new(priority=p) for p in (9, 8, 0, 5, 1)], NOW)
+    held = claim(engine, limit=2).jobs
+    answers, claimed = complete_each_next(engine, held, at=later(1), limit=2)
+    assert [(a.id, a.status, a.in_workflow) for a in answers] == [(j.id, "completed", False) for j in held]
+    assert [(j.priority, j.status, j.worker_id) for j in claimed.jobs] == [
+        (5, "running", "w"),
+        (1, "running", "w"),
+    ]
+    assert all(j.lease_token and j.lease_expires_at == later(31) for j in claimed.jobs)
+    for job in held:
+        assert engine.get(job.id).status == "completed"
+        assert history(engine, job.id) == [
+            ("enqueued", "alice", 0),
+            ("claimed", "w", 1),
+            ("completed", "w", 1),
+        ]
+    for job in claimed.jobs:
+        assert history(engine, job.id) == [("enqueued", "alice", 0), ("claimed", "w", 1)]
+    # The last job: nothing left to claim, an empty claim.
+    [last] = claim(engine).jobs
+    answers, claimed = complete_each_next(engine, [last, *claimed.jobs], at=later(2), limit=5)
+    assert [a.status for a in answers] == ["completed"] * 3 and claimed.jobs == []
+
+
+def test_complete_each_and_claim_claims_whatever_each_items_outcome(engine):
+    """Each item stands alone: refused ones answer Unchanged and change nothing, a repeated report
+    answers the job as it stands, and the claim happens all the same."""
+    engine.insert("alice", [new(), new(), new(), new()], NOW)
+    a, b = claim(engine, limit=2).jobs
+    [done] = engine.complete_each("w", [(a.id, a.lease_token, None)], now=later(1))
+    assert done.status == "completed"
+    answers, claimed = complete_each_next(
+        engine, [a, b, b._replace(id=b.id + 100)], tokens=[a.lease_token, "0" * 32, "1" * 32], limit=2
+    )
+    repeated, wrong, missing = answers
+    assert not isinstance(repeated, Unchanged) and (repeated.id, repeated.status) == (a.id, "completed")
+    assert isinstance(wrong, Unchanged) and wrong.job.status == "running"
+    assert isinstance(missing, Unchanged) and missing.job is None
+    assert len(claimed.jobs) == 2 and {j.id for j in claimed.jobs}.isdisjoint({a.id, b.id})
+    assert history(engine, b.id) == [("enqueued", "alice", 0), ("claimed", "w", 1)]
+    # All refused: the worker's slots are free all the same, and it is handed no job twice.
+    answers, none = complete_each_next(engine, [b], worker="intruder", limit=5)
+    assert isinstance(answers[0], Unchanged) and none.jobs == []
+
+
+def test_complete_each_and_claim_takes_the_slots_its_completions_freed(db, engine):
+    set_type(db, "email", concurrency=2)
+    engine.insert("alice", [new() for _ in range(5)], NOW)
+    held = claim(engine, limit=5).jobs
+    assert len(held) == 2 and claim(engine, worker="other").jobs == []  # both slots taken
+    answers, claimed = complete_each_next(engine, held, limit=5)
+    assert [a.status for a in answers] == ["completed", "completed"]
+    assert len(claimed.jobs) == 2  # the two freed slots, and no more
+
+
+def test_complete_each_and_claim_of_a_job_in_a_workflow_releases_its_dependents(engine):
+    """Its dependent is released by the batch (in the claim's transaction on SQLite, just after it on
+    PostgreSQL): claimed by this call, or by the next claim."""
+    [(a, _)] = engine.insert("alice", [new()], NOW)
+    [(b, _)] = engine.insert("alice", [new()._replace(depends_on=(a.id,))], NOW)
+    [held] = claim(engine).jobs
+    [answer], claimed = complete_each_next(engine, [held], at=later(1), limit=5)
+    assert (answer.id, answer.status, answer.in_workflow) == (a.id, "completed", True)
+    taken = [j.id for j in claimed.jobs] or [j.id for j in claim(engine, at=later(2)).jobs]
+    assert taken == [b.id]
+    assert [e[0] for e in history(engine, b.id)][:3] == ["enqueued", "released", "claimed"]
+
+
+def test_many_threads_complete_batches_and_claim_the_next_each_job_exactly_once(engine):
+    total, threads = 300, 6
+    engine.insert("alice", [new(payload={"n": n}) for n in range(total)], NOW)
+    start = threading.Barrier(threads)
+
+    def work(index):
+        worker = f"w{index}"
+        start.wait()
+        done = []
+        jobs = claim(engine, worker=worker, limit=7).jobs
+        while jobs:
+            answers, claimed = complete_each_next(engine, jobs, worker=worker, limit=7)
+            assert all(not isinstance(a, Unchanged) and a.status == "completed" for a in answers)
+            done += [a.id for a in answers]
+            jobs = claimed.jobs
+        return done
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(work, range(threads)))
+    completed = [job_id for done in results for job_id in done]
+    assert len(completed) == total and len(set(completed)) == total
+    assert sum(1 for done in results if done) > 1, "the work was shared"
+    jobs = engine.list_jobs(limit=total + 1)
+    assert len(jobs) == total and {j.status for j in jobs} == {"completed"}
+    for job in jobs:  # one claim and one completion each: never handed out twice
+        assert [event for event, _, _ in history(engine, job.id)] == ["enqueued", "claimed", "completed"]

@@ -34,6 +34,7 @@ from queuelog.engines.postgres.sql import (
     CLAIMABLE,
     COMPLETE,
     COMPLETE_EACH,
+    COMPLETE_EACH_THEN_CLAIM,
     COMPLETE_MANY,
     COMPLETE_THEN_CLAIM,
     DIALECT,
@@ -68,6 +69,7 @@ from queuelog.engines.postgres.sql import (
     plain,
 )
 from queuelog.engines.records import (
+    JOB_FIELDS,
     Backoff,
     BatchRecord,
     BulkAudit,
@@ -84,6 +86,7 @@ from queuelog.engines.records import (
 from queuelog.engines.shared import SharedEngine
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
+_ID, _STATUS = JOB_FIELDS.index("id"), JOB_FIELDS.index("status")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -564,6 +567,46 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 (item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True)
             )
         return [done[i] for i, _, _ in items]
+
+    @retry_aborted
+    def complete_each_and_claim(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, str, str | None]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
+        params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        params.update(bind_items(items))
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            conn = cur.connection
+            statement = self._claim_statement(cur, bool(types))
+            # The plain completions and the claim in one statement (sql.py, COMPLETE_EACH_THEN_CLAIM): one
+            # round trip, and the counters counted once, in key order.
+            with conn.pipeline():
+                tagged, due = _claim_under_lock(
+                    conn, cur, SETTLE_AND_LOCK[bool(types)], COMPLETE_EACH_THEN_CLAIM[statement], params
+                )
+            done: dict[int, ReportedJob | Unchanged] = {
+                row[1 + _ID]: ReportedJob(row[1 + _ID], row[1 + _STATUS], False)
+                for row in tagged
+                if row[0] == "reported"
+            }
+            # The statement's snapshot cannot see the slots its completions freed under a concurrency limit
+            # (while any type has one, or is paused): a claim after it can, as on SQLite.
+            claimed = [row for row in tagged if row[0] != "reported"]
+            claim = self._claimed(conn, cur, claimed, statement, params, self._any_held, due=due)
+        left = [item for item in items if item[0] not in done]
+        if left:  # as complete_each: refused or repeated reports, jobs in a workflow
+            outcomes = self.complete_many(worker, left, now=now)
+            done.update(
+                (item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True)
+            )
+        return [done[i] for i, _, _ in items], claim
 
     @retry_aborted
     def fail(

@@ -798,3 +798,24 @@ _CLAIMS = (*CLAIM.values(), *CLAIM_IN_ORDER.values())
 # The reports of jobs outside every workflow only (``plain``): any other report is made alone (engine.py).
 COMPLETE_THEN_CLAIM = {claim: _then_claim(plain(COMPLETE), claim) for claim in _CLAIMS}
 FAIL_THEN_CLAIM = {claim: _then_claim(plain(FAIL), claim) for claim in _CLAIMS}
+
+
+def _each_then_claim(claim: str) -> str:
+    """A batch completion (``plain(COMPLETE_EACH)``) and ``claim`` as one statement, as ``_then_claim``
+    makes for one report, but the claim's writes happen whatever each item's outcome (each stands alone),
+    and the leases it settles are never the reported jobs'. The 'reported' rows carry each completed job's
+    id and status, the other columns NULL."""
+    ctes, _, final = plain(COMPLETE_EACH).removeprefix("WITH ").rpartition(" SELECT ")
+    reported = final.rsplit(" FROM ", 1)[1]
+    assert claim.count(_EXPIRE_WHERE) == 1, "the claim's shape changed"
+    claim = claim.replace(
+        _EXPIRE_WHERE, _EXPIRE_WHERE.replace(" RETURNING", " AND id <> ALL(%(ids)s::bigint[]) RETURNING")
+    )
+    columns = ", ".join(c if c in ("id", "status") else "NULL" for c in JOB_FIELDS)
+    return (
+        claim.replace("WITH RECURSIVE ", f"WITH RECURSIVE {ctes}, ", 1)
+        + f" UNION ALL SELECT 'reported', {columns} FROM {reported}"
+    )
+
+
+COMPLETE_EACH_THEN_CLAIM = {claim: _each_then_claim(claim) for claim in _CLAIMS}

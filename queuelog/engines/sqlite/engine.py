@@ -100,6 +100,19 @@ def _decoded_claim(picked: _Picked) -> Claimed:
     return Claimed(sorted(map(decode_job, picked.rows), key=claim_order), picked.expired)
 
 
+def _each_answer(
+    items: Sequence[tuple[int, str, str | None]], rows: list[Any], refused: dict[int, JobRecord | Unchanged]
+) -> list[ReportedJob | Unchanged]:
+    """``complete_each``'s answer to each item, from its statement's rows (EACH_FIELDS) and the refusals."""
+    key, status, dependents, batch = (
+        EACH_FIELDS.index(f) for f in ("id", "status", "dependents", "batch_id")
+    )
+    done = {
+        row[key]: ReportedJob(row[key], row[status], in_workflow(row[dependents], row[batch])) for row in rows
+    }
+    return [done[i] if i in done else reported_job(refused[i]) for i, _, _ in items]
+
+
 def _log_alike(cur: Any, at: str, event: str, actor: str, jobs: Sequence[tuple[int, int]]) -> None:
     """Add the history rows of one transition of ``jobs``, each ``(job_id, attempt)``: the rest alike."""
     if len(jobs) == 1:
@@ -301,51 +314,60 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
     def complete_many(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[JobRecord | Unchanged]:
-        rows, refused = self._complete_items(COMPLETE_MANY, JOB_FIELDS, worker, items, now)
+        with self.db.cursor(write=True) as cur:
+            rows, refused = self._complete_items(cur, COMPLETE_MANY, JOB_FIELDS, worker, items, now)
         done = {job.id: job for job in map(decode_job, rows)}
         return [done[i] if i in done else refused[i] for i, _, _ in items]
 
     def complete_each(
         self, worker: str, items: Sequence[tuple[int, str, str | None]], *, now: datetime
     ) -> list[ReportedJob | Unchanged]:
-        rows, refused = self._complete_items(COMPLETE_EACH, EACH_FIELDS, worker, items, now)
-        key, status, dependents, batch = (
-            EACH_FIELDS.index(f) for f in ("id", "status", "dependents", "batch_id")
-        )
-        done = {
-            row[key]: ReportedJob(row[key], row[status], in_workflow(row[dependents], row[batch]))
-            for row in rows
-        }
-        return [done[i] if i in done else reported_job(refused[i]) for i, _, _ in items]
+        with self.db.cursor(write=True) as cur:
+            rows, refused = self._complete_items(cur, COMPLETE_EACH, EACH_FIELDS, worker, items, now)
+        return _each_answer(items, rows, refused)
+
+    def complete_each_and_claim(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, str, str | None]],
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int,
+        types: Sequence[str] | None,
+        backoff: Backoff,
+    ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
+        with self.db.cursor(write=True) as cur:
+            rows, refused = self._complete_items(cur, COMPLETE_EACH, EACH_FIELDS, worker, items, now)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+        return _each_answer(items, rows, refused), _decoded_claim(picked)
 
     def _complete_items(
         self,
+        cur: Any,
         statement: str,
         fields: Sequence[str],
         worker: str,
         items: Sequence[tuple[int, str, str | None]],
         now: datetime,
     ) -> tuple[list[Any], dict[int, JobRecord | Unchanged]]:
-        """A batch completion's transaction: the rows ``statement`` returned (``fields`` of each job
-        completed) and the answer to each item it refused (``_reported``). The writers' lock is held for
-        the statements: the rows are decoded after the transaction, but for those of jobs in a workflow,
-        which settle in it."""
+        """A batch completion, in the caller's transaction: the rows ``statement`` returned (``fields`` of
+        each job completed) and the answer to each item it refused (``_reported``). The writers' lock is
+        held for the statements: the rows are decoded after the transaction, but for those of jobs in a
+        workflow, which settle in it."""
         at = fields.index
         key, retries, dependents, batch = at("id"), at("retry_count"), at("dependents"), at("batch_id")
         ts = bind_time(now)
         params = {"worker": worker, "now": ts, **bind_items(items)}
-        with self.db.cursor(write=True) as cur:
-            rows = cur.execute(statement, params).fetchall()
-            _log_alike(cur, ts, "completed", worker, [(row[key], row[retries] + 1) for row in rows])
-            flows = [row for row in rows if in_workflow(row[dependents], row[batch])]
-            if flows:  # the whole rows, or each job read again (a compact statement's)
-                whole = fields is JOB_FIELDS
-                jobs = [decode_job(row) if whole else self._locate(cur, row[key]) for row in flows]
-                self._after(cur, now, [job for job in jobs if job is not None])
-            completed = {row[key] for row in rows}
-            refused = {
-                i: self._reported(cur, i, worker, token) for i, token, _ in items if i not in completed
-            }
+        rows = cur.execute(statement, params).fetchall()
+        _log_alike(cur, ts, "completed", worker, [(row[key], row[retries] + 1) for row in rows])
+        flows = [row for row in rows if in_workflow(row[dependents], row[batch])]
+        if flows:  # the whole rows, or each job read again (a compact statement's)
+            whole = fields is JOB_FIELDS
+            jobs = [decode_job(row) if whole else self._locate(cur, row[key]) for row in flows]
+            self._after(cur, now, [job for job in jobs if job is not None])
+        completed = {row[key] for row in rows}
+        refused = {i: self._reported(cur, i, worker, token) for i, token, _ in items if i not in completed}
         return rows, refused
 
     def fail(
