@@ -1,7 +1,8 @@
 """The ``http`` scenario: queuelog under gunicorn, driven by client processes over keep-alive connections.
 
 Worker traffic runs twice: with the default answers (whole jobs), and with ``Prefer: return=minimal``, the
-compact answers queuelog-worker asks for (the rows marked "minimal"). Beside it, the same gunicorn
+compact answers queuelog-worker asks for (the rows marked "minimal"). One job at a time and batches run
+once more as queuelog-worker runs them: each completion claims the next job(s) in its own request. Beside it, the same gunicorn
 settings serving a do-nothing Flask endpoint: the ceiling of the web stack on this machine, so that
 queuelog's figures can be read as a fraction of it. The ceiling is measured before each of queuelog's rows
 and after the last, and its median run is the one each row is divided by.
@@ -189,6 +190,15 @@ def _client(task: tuple[int, str, str, int, int]) -> tuple[int, list[float], int
             status, body = post("/jobs/complete", {"jobs": items})
             handled += sum(r["status"] == 200 for r in body["results"])
             done += [r["id"] for r in body["results"] if r["status"] == 200]
+    elif phase == "batch_next":  # a batch claim, then each batch completion claims the next batch
+        status, body = post("/jobs/claim", {"limit": batch})
+        jobs = body["jobs"] if status == 200 else []
+        while jobs:
+            items = [{"id": j["id"], "lease_token": j["lease_token"]} for j in jobs]
+            status, body = post("/jobs/complete", {"jobs": items, "next": {"limit": batch}})
+            handled += sum(r["status"] == 200 for r in body["results"])
+            done += [r["id"] for r in body["results"] if r["status"] == 200]
+            jobs = body["next"]["jobs"]
     conn.close()
     return handled, latencies, errors, done
 
@@ -287,14 +297,20 @@ def scenario_http(
             )
             for suffix, label in (("", ""), (MINIMAL, ", minimal")):
                 measure(f"batch claim {batch} + batch complete{label}", worker_keys, "batch" + suffix, True)
+            measure(
+                f"batch claim {batch}, then complete-and-claim-next, minimal",
+                worker_keys,
+                "batch_next" + MINIMAL,
+                True,
+            )
             ceilings.append(_run_phase(pool, noop, producer_keys, "noop", n))
         finally:
             noop.stop()
             if server is not None:
                 server.stop()
-    # The ceiling row is the do-nothing run of median speed; each row's jobs per ceiling request divide by
-    # it. One run can land on a busy second of a shared machine (runs of one hour differed by 2x): the
-    # median of seven runs spread through the scenario cannot.
+    # The ceiling row is the do-nothing run of median speed (of an even count, the faster of the middle
+    # two); each row's jobs per ceiling request divide by it. One run can land on a busy second of a shared
+    # machine (runs of one hour differed by 2x): the median of eight runs spread through the scenario cannot.
     by_speed = sorted(ceilings, key=lambda run: run["requests_per_s"])
     ceiling_row = {
         "operation": "do-nothing POST (stack ceiling)",

@@ -135,10 +135,18 @@ class QueueClient:
             body["next"] = then
         return self._held_job_request(f"/jobs/{job_id}/complete", body, then)
 
-    def complete_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Complete held jobs in one request; one result per item, each with its own status (an id and a
-        status for a completed job; with its error for a refused one)."""
-        return self.request("POST", "/jobs/complete", {"jobs": items})["results"]
+    def complete_many(
+        self, items: list[dict[str, Any]], *, then: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Complete held jobs in one request: the answer's ``results`` has one per item, each with its own
+        status (an id and a status for a completed job; with its error for a refused one). With ``then``,
+        claim the next job(s) in the same request, whatever each item's outcome: the answer's
+        ``next["jobs"]``, as ``complete``'s."""
+        body: dict[str, Any] = {"jobs": items}
+        if then is not None:
+            body["next"] = then
+        timeout = None if then is None else then.get("wait_seconds", 0) + self.timeout
+        return self.request("POST", "/jobs/complete", body, timeout=timeout)
 
     def fail(
         self,

@@ -159,7 +159,8 @@ class Reporter:
             self._finished(report, FAILED if report.retryable else PERMANENT, claimed)
 
     def _complete(self, batch: list[Report]) -> None:
-        if len(batch) == 1 and (then := self.then()) is not None:
+        then = self.then()
+        if len(batch) == 1 and then is not None:
             self._complete_then_claim(batch[0], then)
             return
         items = []
@@ -168,8 +169,10 @@ class Reporter:
             if report.result is not None:
                 item["result"] = report.result
             items.append(item)
+        if then is not None:  # a job for each slot the batch frees, claimed in the same request
+            then = {**then, "limit": min(MAX_BATCH, then.get("limit", 1) * len(batch))}
         try:
-            results = self.client.complete_many(items)
+            answer = self.client.complete_many(items, then=then)
         except RequestRefused as exc:  # e.g. a result over the size limit
             if len(batch) > 1:  # find out which: one request per job
                 log.warning("completion of %d jobs refused (%s); sending them one by one", len(batch), exc)
@@ -181,14 +184,16 @@ class Reporter:
             self.put(replace(report, error=f"result refused by the server: {exc}", retryable=False))
             return
         by_id = {report.job["id"]: report for report in batch}
-        for outcome in results:
+        claimed = _claimed(answer)  # handed over with the first job released: the slots are counted
+        for outcome in answer["results"]:
             report = by_id[outcome["id"]]
             if outcome["status"] == 200:
-                self._finished(report, COMPLETED)
+                self._finished(report, COMPLETED, claimed)
             else:
                 detail = outcome.get("error", {}).get("detail")
                 log.warning("%s: completion refused (%s): the lease was lost", report.label, detail)
-                self._finished(report, LOST)
+                self._finished(report, LOST, claimed)
+            claimed = []
 
     def _complete_then_claim(self, report: Report, then: dict[str, Any]) -> None:
         """One completion, and the next job(s) claimed in the same request."""

@@ -187,7 +187,10 @@ def test_a_report_and_claim_of_a_job_in_a_workflow_settles_its_dependents_and_cl
 
 
 def complete_each_next(engine, jobs, *, worker="w", at=NOW, limit=1, types=None, tokens=None):
-    items = [(job.id, token, None) for job, token in zip(jobs, tokens or [j.lease_token for j in jobs])]
+    items = [
+        (job.id, token, None)
+        for job, token in zip(jobs, tokens or [j.lease_token for j in jobs], strict=True)
+    ]
     return engine.complete_each_and_claim(
         worker, items, now=at, lease_seconds=30, limit=limit, types=types, backoff=FIXED
     )
