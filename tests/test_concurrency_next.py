@@ -74,3 +74,65 @@ def test_eight_workers_complete_and_claim_next_each_job_exactly_once(app, keys, 
         once = ["enqueued", "claimed", "completed"]
         twice = ["enqueued", "claimed", "retry_scheduled", "claimed", "completed"]
         assert events == (twice if json.loads(job.payload)["n"] % 5 == 0 else once), events
+
+
+def test_eight_workers_complete_batches_and_claim_the_next_each_job_exactly_once(app, keys, live_server):
+    """Batches with next (POST /jobs/complete): each completion claims the next batch in its request;
+    with some items sent with a wrong token (refused, the job still held) and sent again."""
+    server = live_server(workers=2, threads=8)
+    producer = _session(keys.raw("producer", "alice"))
+    total = 600
+    for start in range(0, total, 200):
+        batch = [{"type": "email", "payload": {"n": n}} for n in range(start, start + 200)]
+        assert producer.post(f"{server.url}/jobs/batch", json={"jobs": batch}, timeout=30).status_code == 201
+    worker_keys = [keys.raw("worker", f"batcher-{i}") for i in range(8)]
+    completed: list[tuple[int, str]] = []
+    refused = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(len(worker_keys))
+
+    def work(index: int) -> None:
+        session, name = _session(worker_keys[index]), f"batcher-{index}"
+        session.headers["Prefer"] = "return=minimal"
+        start.wait()
+        jobs = session.post(f"{server.url}/jobs/claim", json={"limit": 9}, timeout=30).json()["jobs"]
+        retry: list[dict] = []
+        while jobs or retry:
+            # Every seventh job is first sent with a wrong token: refused, it stays held, and goes again.
+            items = [
+                {
+                    "id": j["id"],
+                    "lease_token": "0" * 32 if j["id"] % 7 == 0 and j not in retry else j["lease_token"],
+                }
+                for j in jobs
+            ] + [{"id": j["id"], "lease_token": j["lease_token"]} for j in retry]
+            body = {"jobs": items, "next": {"limit": 9}}
+            response = session.post(f"{server.url}/jobs/complete", json=body, timeout=30)
+            assert response.status_code == 200, response.text
+            answer = response.json()
+            sent = {j["id"]: j for j in [*jobs, *retry]}
+            retry = []
+            with lock:
+                for result in answer["results"]:
+                    if result["status"] == 200:
+                        completed.append((result["id"], name))
+                    else:
+                        assert result["status"] == 409, result
+                        refused[result["id"]] += 1
+                        retry.append(sent[result["id"]])
+            jobs = answer["next"]["jobs"]
+
+    with ThreadPoolExecutor(max_workers=len(worker_keys)) as pool:
+        list(pool.map(work, range(len(worker_keys))))
+
+    ids = [job_id for job_id, _ in completed]
+    assert len(ids) == total and len(set(ids)) == total  # every job completed, none twice
+    assert len({name for _, name in completed}) > 1, "the work was shared"
+    assert set(refused) == {i for i in ids if i % 7 == 0} and set(refused.values()) == {1}
+    queue = app.extensions["queuelog"]["queue"]
+    jobs = queue.list_jobs(limit=total + 1)
+    assert len(jobs) == total and all(job.status == "completed" for job in jobs)
+    owner = dict(completed)
+    for job in jobs:  # claimed once, completed once, by the worker that held it
+        assert [event.event for event in queue.events(job.id)] == ["enqueued", "claimed", "completed"]
+        assert job.worker_id == owner[job.id]
