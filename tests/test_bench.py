@@ -46,12 +46,20 @@ def test_in_process_scenarios(scenario):
         else:
             assert row["p50_ms"] > 0
     if scenario == "core":
-        assert {row["operation"] for row in rows} == {"enqueue", "claim_complete", "batch_50"}
+        assert {row["operation"] for row in rows} == {
+            "enqueue",
+            "claim_complete",
+            "batch_50",
+            "batch_50_next",
+        }
+        for engine in {row["engine"] for row in rows}:  # the two batch rows share the minimal loop's floor
+            floor = {row["operation"]: row["minimal_per_s"] for row in rows if row["engine"] == engine}
+            assert floor["batch_50_next"] == floor["batch_50"]
 
 
 def test_core_by_cpu_time():
     rows = run_bench("core", "--jobs", "200", "--batch", "50", "--clock", "cpu")
-    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50"]
+    assert [row["operation"] for row in rows] == ["enqueue", "claim_complete", "batch_50", "batch_50_next"]
     assert all(row["queuelog_per_s"] > 0 and row["minimal_per_s"] > 0 for row in rows)
 
 

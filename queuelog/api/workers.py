@@ -92,7 +92,7 @@ HEARTBEAT_BODY = Shape(
 RESULT = document("The job's result.", nullable=True)
 NEXT = Shape(
     "NextClaim",
-    "Claim the next job(s) in the report's transaction (docs/api.md#report-and-claim-in-one-request): the "
+    "Claim the next job(s) in the report's request (docs/api.md#report-and-claim-in-one-request): the "
     "answer's next is then {jobs: [...]}, as a claim's with a limit, perhaps empty.",
     {
         "limit": integer(1, 100, "Claim up to this many jobs.", default=1),
@@ -266,7 +266,7 @@ def reported_next(description: str) -> dict[str, Any]:
 
 REPORT_NEXT = Shape(
     "ReportNext",
-    "With next in the request: the jobs claimed in the report's transaction, as a claim with a limit "
+    "With next in the request: the jobs claimed in the report's request, as a claim with a limit "
     "answers them (WorkerJobs with Prefer: return=minimal).",
     {"next": answer(either(CLAIMED_JOBS, WORKER_JOBS))},
     closed=False,

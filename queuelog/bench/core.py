@@ -1,9 +1,11 @@
 """In-process scenarios: the queue layer next to a raw driver loop running the very same statements, and
 next to a minimal queue on the bare driver (minimal.py).
 
-- ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), and batch
-  claim of 100 + batch complete, each as jobs/s for queuelog, for the raw loop running its statements and
-  for the minimal loop, with the ratios queuelog / raw and queuelog / minimal.
+- ``core``: enqueue (one job per transaction), claim+complete (one job per transaction each), batch
+  claim of 100 + batch complete, and batches as queuelog-worker runs them (a claim, then each batch
+  completion claims the next batch in its transaction: ``batch_100_next``), each as jobs/s for queuelog,
+  for the raw loop running its statements and for the minimal loop (whose batch loop is the floor of
+  both batch rows), with the ratios queuelog / raw and queuelog / minimal.
 - ``backlog``: claim latency p50/p99 with 1,000, N/10 and N pending jobs, and 1,000 pending beside N finished.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 from queuelog.bench import minimal
 from queuelog.bench.targets import Target, progress
 from queuelog.models import utcnow
-from queuelog.queue import JobSpec, Queue
+from queuelog.queue import JobSpec, NextClaim, Queue
 
 WORKER = "bench-worker"
 TOKEN = "t" * 32
@@ -36,7 +38,7 @@ def _rate(count: int, seconds: float) -> float:
 # -- the queue layer ----------------------------------------------------------------------------------
 
 
-def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
+def layer_loop(queue: Queue, n: int, batch: int, *, then_next: bool = False) -> dict[str, float]:
     specs = [_spec(i) for i in range(n)]
     start = minimal.clock()
     for i, spec in enumerate(specs):
@@ -68,18 +70,40 @@ def layer_loop(queue: Queue, n: int, batch: int) -> dict[str, float]:
         progress(f"queuelog: batch of {batch}", done, n)
     batched = minimal.clock() - start
     assert done == n
-    return {
+    rates = {
         "enqueue": _rate(n, enqueue),
         "claim_complete": _rate(n, cycle),
         f"batch_{batch}": _rate(n, batched),
     }
+    if then_next:  # as queuelog-worker runs batches: each completion claims the next batch
+        for first in range(0, n, 500):
+            queue.enqueue_many("bench", specs[first : first + 500])
+        start = minimal.clock()
+        done = 0
+        jobs = queue.claim(WORKER, limit=batch)
+        while jobs:
+            items = [(j.id, j.lease_token, None) for j in jobs]
+            outcomes, jobs = queue.complete_each_and_claim(WORKER, items, NextClaim(limit=batch))
+            assert all(refusal is None for _, refusal in outcomes)
+            done += len(outcomes)
+            progress(f"queuelog: batch of {batch}, next", done, n)
+        assert done == n
+        rates[f"batch_{batch}_next"] = _rate(n, minimal.clock() - start)
+    return rates
 
 
 # -- the raw driver -----------------------------------------------------------------------------------
 
 
 def raw_loop(
-    target: Target, url: str, n: int, batch: int, *, sql: Any = None, history: bool = True
+    target: Target,
+    url: str,
+    n: int,
+    batch: int,
+    *,
+    sql: Any = None,
+    history: bool = True,
+    then_next: bool = False,
 ) -> dict[str, float]:
     """The engine's statements through the driver alone: the floor to compare with.
 
@@ -133,11 +157,9 @@ def raw_loop(
         finish([insert(spec, now)], now, "enqueued", 0)
     enqueue = minimal.clock() - start
 
-    def claim_some(limit: int) -> list[Any]:
-        moment = utcnow()
-        now = sql.bind_time(moment)
-        params = {
-            "now": now,
+    def claim_params(moment: Any, limit: int) -> dict[str, Any]:
+        return {
+            "now": sql.bind_time(moment),
             "limit": limit,
             "true": True,
             "worker": WORKER,
@@ -146,6 +168,10 @@ def raw_loop(
             "base": 0,
             "cap": 0,
         }
+
+    def claim_some(limit: int) -> list[Any]:
+        params = claim_params(utcnow(), limit)
+        now = params["now"]
         begin()
         if logs_itself:  # PostgreSQL's claim settles expired leases itself; rows come back tagged
             cur.execute(sql.CLAIM_IN_ORDER[False], params)  # as the engine while no type has a limit
@@ -192,21 +218,55 @@ def raw_loop(
         done += len(ids)
     batched = minimal.clock() - start
     assert done == n
-    conn.close()
-    return {
+    rates = {
         "enqueue": _rate(n, enqueue),
         "claim_complete": _rate(n, cycle),
         f"batch_{batch}": _rate(n, batched),
     }
+    if then_next:  # each batch completion claims the next batch, in its transaction
+        for spec in specs:  # refill (not timed)
+            now = sql.bind_time(utcnow())
+            begin()
+            finish([insert(spec, now)], now, "enqueued", 0)
+        start = minimal.clock()
+        done = 0
+        rows = claim_some(batch)
+        while rows:
+            moment = utcnow()
+            ids = [row[0] for row in rows]
+            params = {**claim_params(moment, batch), **sql.bind_items([(i, TOKEN, None) for i in ids])}
+            begin()
+            if logs_itself:  # one statement: the completions, then the claim (tagged rows)
+                cur.execute(sql.COMPLETE_EACH_THEN_CLAIM[sql.CLAIM_IN_ORDER[False]], params)
+                rows = [row[1:] for row in cur.fetchall() if row[0] == "claimed"]
+            else:
+                cur.execute(sql.COMPLETE_EACH, params)
+                cur.fetchall()
+                if history:
+                    alike = {"at": params["now"], "event": "completed", "actor": WORKER}
+                    pairs = ",".join(f"[{i:d},1]" for i in ids)
+                    cur.execute(sql.EVENTS_ALIKE, {**alike, "jobs": f"[{pairs}]"})
+                if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
+                    cur.execute(sql.EXPIRE, params)
+                    cur.fetchall()
+                cur.execute(sql.CLAIM_IN_ORDER[False], params)
+                rows = cur.fetchall()
+                finish([row[0] for row in rows], params["now"], "claimed", 1)
+            done += len(ids)
+        assert done == n
+        rates[f"batch_{batch}_next"] = _rate(n, minimal.clock() - start)
+    conn.close()
+    return rates
 
 
 def scenario_core(target: Target, n: int, batch: int = 100) -> list[dict[str, Any]]:
     """queuelog, the raw driver running queuelog's statements, and the minimal loop, one after another."""
     layer_queue = target.queue(target.fresh("layer"))
-    layer = layer_loop(layer_queue, n, batch)
+    layer = layer_loop(layer_queue, n, batch, then_next=True)
     layer_queue.db.dispose()
-    raw = raw_loop(target, target.fresh("raw"), n, batch)
+    raw = raw_loop(target, target.fresh("raw"), n, batch, then_next=True)
     floor = minimal.run(target, [_spec(i).payload_json for i in range(n)], batch)
+    floor[f"batch_{batch}_next"] = floor[f"batch_{batch}"]  # the minimal loop's batches are its floor too
     return [
         {
             "scenario": "core",

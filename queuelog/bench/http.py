@@ -2,10 +2,10 @@
 
 Worker traffic runs twice: with the default answers (whole jobs), and with ``Prefer: return=minimal``, the
 compact answers queuelog-worker asks for (the rows marked "minimal"). One job at a time and batches run
-once more as queuelog-worker runs them: each completion claims the next job(s) in its own request. Beside it, the same gunicorn
-settings serving a do-nothing Flask endpoint: the ceiling of the web stack on this machine, so that
-queuelog's figures can be read as a fraction of it. The ceiling is measured before each of queuelog's rows
-and after the last, and its median run is the one each row is divided by.
+once more as queuelog-worker runs them: each completion claims the next job(s) in its own request.
+Beside it, the same gunicorn settings serving a do-nothing Flask endpoint: the ceiling of the web stack
+on this machine, so that queuelog's figures can be read as a fraction of it. The ceiling is measured
+before each of queuelog's rows and after the last, and its median run is the one each row is divided by.
 """
 
 from __future__ import annotations

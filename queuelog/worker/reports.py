@@ -21,6 +21,7 @@ from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, Trans
 log = logging.getLogger("queuelog.worker")
 
 MAX_BATCH = 100  # the server's limit for one POST /jobs/complete
+MAX_CLAIM = 100  # the server's limit for one claim (a report's next too)
 
 # How a job ended, as logged and counted.
 COMPLETED = "completed"
@@ -170,7 +171,7 @@ class Reporter:
                 item["result"] = report.result
             items.append(item)
         if then is not None:  # a job for each slot the batch frees, claimed in the same request
-            then = {**then, "limit": min(MAX_BATCH, then.get("limit", 1) * len(batch))}
+            then = {**then, "limit": min(MAX_CLAIM, then.get("limit", 1) * len(batch))}
         try:
             answer = self.client.complete_many(items, then=then)
         except RequestRefused as exc:  # e.g. a result over the size limit

@@ -213,3 +213,63 @@ def test_a_report_with_next_long_polls_after_committing_the_report(keys, live_se
     assert result["status"] == 200 and result["body"]["status"] == "completed"
     assert [j["id"] for j in result["body"]["next"]["jobs"]] == [job["id"]]
     assert 0.4 < result["elapsed"] < 3.0  # well before the 10 s deadline
+
+
+@pytest.mark.parametrize("minimal", [True, False], ids=["compact", "whole"])
+def test_a_batch_completion_with_next_long_polls_after_committing_the_completions(keys, live_server, minimal):
+    server = live_server(workers=1, threads=4)
+    worker = _session(keys.raw("worker", "w"))
+    if minimal:
+        worker.headers["Prefer"] = "return=minimal"
+    producer = _session(keys.raw("producer", "alice"))
+    made = [producer.post(f"{server.url}/jobs", json={"type": "email"}).json() for _ in range(2)]
+    held = worker.post(f"{server.url}/jobs/claim", json={"limit": 5}).json()["jobs"]
+    result = {}
+
+    def report():
+        start = time.monotonic()
+        items = [{"id": j["id"], "lease_token": j["lease_token"]} for j in held]
+        body = {"jobs": items, "next": {"limit": 3, "wait_seconds": 10}}
+        response = worker.post(f"{server.url}/jobs/complete", json=body, timeout=30)
+        result.update(status=response.status_code, elapsed=time.monotonic() - start, body=response.json())
+
+    thread = threading.Thread(target=report)
+    thread.start()
+    time.sleep(0.5)
+    # The completions are committed while the request still waits for the next jobs.
+    assert [producer.get(f"{server.url}/jobs/{j['id']}").json()["status"] for j in made] == ["completed"] * 2
+    job = producer.post(f"{server.url}/jobs", json={"type": "email"}).json()
+    thread.join(15)
+    assert result["status"] == 200 and [r["status"] for r in result["body"]["results"]] == [200, 200]
+    assert [j["id"] for j in result["body"]["next"]["jobs"]] == [job["id"]]
+    assert 0.4 < result["elapsed"] < 3.0  # well before the 10 s deadline
+
+
+def test_a_report_with_next_and_no_room_to_wait_answers_no_jobs(keys, live_server):
+    """With as many waiting long polls as the server allows (here none), a report that asks to wait for
+    its next job stands, and its answer says it claimed none: never a 5xx after a committed report."""
+    server = live_server(workers=1, threads=4, env={"QUEUELOG_MAX_WAITING_POLLS": "0"})
+    worker = _session(keys.raw("worker", "w"))
+    producer = _session(keys.raw("producer", "alice"))
+    made = [producer.post(f"{server.url}/jobs", json={"type": "email"}).json() for _ in range(2)]
+    first, second = worker.post(f"{server.url}/jobs/claim", json={"limit": 2}).json()["jobs"]
+    single = worker.post(
+        f"{server.url}/jobs/{first['id']}/complete",
+        json={"lease_token": first["lease_token"], "next": {"wait_seconds": 5}},
+        timeout=30,
+    )
+    assert single.status_code == 200 and single.json()["next"] == {"jobs": []}
+    batch = worker.post(
+        f"{server.url}/jobs/complete",
+        json={
+            "jobs": [{"id": second["id"], "lease_token": second["lease_token"]}],
+            "next": {"wait_seconds": 5},
+        },
+        headers={"Prefer": "return=minimal"},
+        timeout=30,
+    )
+    assert batch.status_code == 200 and batch.json() == {
+        "results": [{"id": second["id"], "status": 200}],
+        "next": {"jobs": []},
+    }
+    assert [producer.get(f"{server.url}/jobs/{j['id']}").json()["status"] for j in made] == ["completed"] * 2

@@ -183,12 +183,20 @@ def test_batch_completion_with_next_answers_each_result_and_the_next_jobs(produc
             "enqueued",
             "claimed",
         ]
-    # The jobs handed out complete with their tokens; the last batch finds nothing more: an empty list.
+    # The jobs handed out complete with their tokens; the next batch claims what is left (one job), and
+    # the one after finds nothing more: an empty list, never a 204.
+    then = {"limit": 5}
     last = worker.post(
-        "/jobs/complete", json={"jobs": items(body["next"]["jobs"]), "next": {"limit": 5}}, headers=MINIMAL
+        "/jobs/complete", json={"jobs": items(body["next"]["jobs"]), "next": then}, headers=MINIMAL
     )
     assert [r["status"] for r in parsed(last)["results"]] == [200, 200]
     assert [job["id"] for job in parsed(last)["next"]["jobs"]] == [made[4]["id"]]
+    empty = worker.post(
+        "/jobs/complete", json={"jobs": items(parsed(last)["next"]["jobs"]), "next": then}, headers=MINIMAL
+    )
+    assert parsed(empty)["results"] == [{"id": made[4]["id"], "status": 200}] and parsed(empty)["next"] == {
+        "jobs": []
+    }
 
 
 def test_batch_completion_with_next_and_whole_answers(producer, worker, document):
@@ -242,7 +250,8 @@ def test_bad_next_on_a_batch_completion_names_each_bad_field(producer, worker, q
     assert queue.get(other["id"]).status == "pending"
 
 
-def test_batch_next_with_a_short_wait_commits_the_completions_first(producer, worker, queue):
+def test_batch_next_with_a_short_wait_for_nothing_answers_no_jobs(producer, worker, queue):
+    """(The order, completions committed before the wait, is shown over a live server: test_long_poll.)"""
     enqueue(producer)
     [held] = claim_some(worker, 1)
     for headers in (MINIMAL, {}):

@@ -237,9 +237,11 @@ def test_complete_each_and_claim_claims_whatever_each_items_outcome(engine):
     assert isinstance(missing, Unchanged) and missing.job is None
     assert len(claimed.jobs) == 2 and {j.id for j in claimed.jobs}.isdisjoint({a.id, b.id})
     assert history(engine, b.id) == [("enqueued", "alice", 0), ("claimed", "w", 1)]
-    # All refused: the worker's slots are free all the same, and it is handed no job twice.
-    answers, none = complete_each_next(engine, [b], worker="intruder", limit=5)
-    assert isinstance(answers[0], Unchanged) and none.jobs == []
+    # All refused: the claim happens all the same (the intruder's slots are free), and takes no job twice.
+    [(e, _)] = engine.insert("alice", [new()], NOW)
+    answers, more = complete_each_next(engine, [b], worker="intruder", limit=5)
+    assert isinstance(answers[0], Unchanged) and [j.id for j in more.jobs] == [e.id]
+    assert engine.get(b.id).worker_id == "w"
 
 
 def test_complete_each_and_claim_takes_the_slots_its_completions_freed(db, engine):
@@ -263,6 +265,28 @@ def test_complete_each_and_claim_of_a_job_in_a_workflow_releases_its_dependents(
     taken = [j.id for j in claimed.jobs] or [j.id for j in claim(engine, at=later(2)).jobs]
     assert taken == [b.id]
     assert [e[0] for e in history(engine, b.id)][:3] == ["enqueued", "released", "claimed"]
+
+
+def test_complete_each_and_claim_completes_an_item_past_its_lease_rather_than_settle_it(engine):
+    """A job whose lease ended but that nobody claimed since is still its holder's to complete, as a
+    completion alone does: the claim's settling of expired leases passes over the reported jobs, a plain
+    job and a job in a workflow alike, and hands none of them out again."""
+    [(a, _)] = engine.insert("alice", [new()], NOW)
+    [(flow, _)] = engine.insert("alice", [new()], NOW)
+    [(after, _)] = engine.insert("alice", [new()._replace(depends_on=(flow.id,))], NOW)
+    held = claim(engine, lease=10, limit=2).jobs
+    assert {j.id for j in held} == {a.id, flow.id}
+    answers, claimed = complete_each_next(engine, held, at=later(20), limit=5)
+    assert [(x.status, x.in_workflow) for x in answers] == [("completed", job.id == flow.id) for job in held]
+    for job in held:
+        assert history(engine, job.id) == [
+            ("enqueued", "alice", 0),
+            ("claimed", "w", 1),
+            ("completed", "w", 1),
+        ]
+    assert claimed.expired == [] and {j.id for j in claimed.jobs} <= {after.id}
+    taken = [j.id for j in claimed.jobs] or [j.id for j in claim(engine, at=later(21)).jobs]
+    assert taken == [after.id]  # released by its dependency's completion
 
 
 def test_many_threads_complete_batches_and_claim_the_next_each_job_exactly_once(engine):

@@ -66,10 +66,10 @@ from queuelog.engines.postgres.sql import (
     bind_items,
     bind_json,
     decode_job,
+    each_reported,
     plain,
 )
 from queuelog.engines.records import (
-    JOB_FIELDS,
     Backoff,
     BatchRecord,
     BulkAudit,
@@ -86,7 +86,6 @@ from queuelog.engines.records import (
 from queuelog.engines.shared import SharedEngine
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
-_ID, _STATUS = JOB_FIELDS.index("id"), JOB_FIELDS.index("status")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -558,17 +557,26 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             job_id: ReportedJob(job_id, status, False)
             for job_id, status in rows  # plain: no workflow
         }
-        # What the plain statement left: reports refused or repeated, and jobs in a workflow, which
-        # complete_many settles. Rare: a worker reports the jobs it holds.
-        left = [item for item in items if item[0] not in done]
-        if left:
-            outcomes = self.complete_many(worker, left, now=now)
-            done.update(
-                (item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True)
-            )
+        self._complete_left(worker, items, done, now)
         return [done[i] for i, _, _ in items]
 
-    @retry_aborted
+    def _complete_left(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, str, str | None]],
+        done: dict[int, ReportedJob | Unchanged],
+        now: datetime,
+    ) -> bool:
+        """Answer in ``done`` the items a plain batch completion left: reports refused or repeated, and
+        jobs in a workflow, which ``complete_many`` settles (rare: a worker reports the jobs it holds).
+        Whether a job in a workflow completed: its end may have released others."""
+        left = [item for item in items if item[0] not in done]
+        if not left:
+            return False
+        outcomes = self.complete_many(worker, left, now=now)
+        done.update((item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True))
+        return any(not isinstance(outcome, Unchanged) and outcome.in_workflow for outcome in outcomes)
+
     def complete_each_and_claim(
         self,
         worker: str,
@@ -582,31 +590,36 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
     ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
         params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         params.update(bind_items(items))
+        statement, tagged, due = self._each_then_claim(params, bool(types))
+        done: dict[int, ReportedJob | Unchanged] = {
+            job_id: ReportedJob(job_id, status, False) for job_id, status in each_reported(tagged)
+        }
+        # The items the statement left first, before a lease of a job in a workflow can be settled as
+        # expired (``due``): one that ended with its token still right is completed, as on SQLite.
+        released = self._complete_left(worker, items, done, now)
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            # The statement's snapshot cannot see the slots its completions freed under a concurrency
+            # limit (while any type has one, or is paused), nor the jobs a workflow's end released: a claim
+            # after it can, as on SQLite.
+            claimed = [row for row in tagged if row[0] != "reported"]
+            again = self._any_held or released
+            claim = self._claimed(cur.connection, cur, claimed, statement, params, again, due=due)
+        return [done[i] for i, _, _ in items], claim
+
+    @retry_aborted
+    def _each_then_claim(self, params: dict[str, Any], typed: bool) -> tuple[str, list[Any], bool]:
+        """The plain completions and the claim in one statement (sql.py, COMPLETE_EACH_THEN_CLAIM): one
+        round trip, the counters counted once, in key order. Retried alone when aborted (its transaction
+        changed nothing then); what follows its commit is never run twice. Returns the claim statement
+        the engine would run alone, the tagged rows, and whether a job in a workflow has an expired lease."""
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
-            statement = self._claim_statement(cur, bool(types))
-            # The plain completions and the claim in one statement (sql.py, COMPLETE_EACH_THEN_CLAIM): one
-            # round trip, and the counters counted once, in key order.
+            statement = self._claim_statement(cur, typed)
             with conn.pipeline():
                 tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[bool(types)], COMPLETE_EACH_THEN_CLAIM[statement], params
+                    conn, cur, SETTLE_AND_LOCK[typed], COMPLETE_EACH_THEN_CLAIM[statement], params
                 )
-            done: dict[int, ReportedJob | Unchanged] = {
-                row[1 + _ID]: ReportedJob(row[1 + _ID], row[1 + _STATUS], False)
-                for row in tagged
-                if row[0] == "reported"
-            }
-            # The statement's snapshot cannot see the slots its completions freed under a concurrency limit
-            # (while any type has one, or is paused): a claim after it can, as on SQLite.
-            claimed = [row for row in tagged if row[0] != "reported"]
-            claim = self._claimed(conn, cur, claimed, statement, params, self._any_held, due=due)
-        left = [item for item in items if item[0] not in done]
-        if left:  # as complete_each: refused or repeated reports, jobs in a workflow
-            outcomes = self.complete_many(worker, left, now=now)
-            done.update(
-                (item[0], reported_job(outcome)) for item, outcome in zip(left, outcomes, strict=True)
-            )
-        return [done[i] for i, _, _ in items], claim
+        return statement, tagged, due
 
     @retry_aborted
     def fail(

@@ -774,23 +774,55 @@ _EXPIRE_WHERE = f"WHERE status = 'running' AND lease_expires_at < %(now)s AND {_
 _LEASE_WHERE = "WHERE jobs.id = ANY(ARRAY(SELECT id FROM within))"
 
 
-def _then_claim(report: str, claim: str) -> str:
-    """``report`` (a guarded report: ``WITH <its CTEs> SELECT <columns> FROM <the updated job>``) and
-    ``claim`` as one statement, its rows tagged 'claimed', 'expired' or 'reported'. The report's lease
-    token is bound as ``held`` (the claim's ``token`` is the new lease's)."""
+def _spliced(report: str, claim: str, reported_columns: str, *, expire_guard: str, lease_guard: str) -> str:
+    """``report`` (``WITH <its CTEs> SELECT <columns> FROM <the updated rows>``) and ``claim`` as one
+    statement, its rows tagged 'claimed', 'expired' or 'reported' (``reported_columns`` of the reported
+    rows, in the claim's columns' places). ``expire_guard`` keeps the claim's lease settling off the
+    reported jobs (a row updated twice in one statement keeps one update only), ``lease_guard`` says when
+    the claim may lease jobs."""
     ctes, _, final = report.removeprefix("WITH ").rpartition(" SELECT ")
     reported = final.rsplit(" FROM ", 1)[1]
-    guard = _REPORT_GUARD.format(reported=reported)
     assert claim.count(_EXPIRE_WHERE) == claim.count(_LEASE_WHERE) == 1, "the claim's shape changed"
     claim = claim.replace(
-        _EXPIRE_WHERE, _EXPIRE_WHERE.replace(" RETURNING", f" AND id <> %(id)s AND {guard} RETURNING")
+        _EXPIRE_WHERE, _EXPIRE_WHERE.replace(" RETURNING", f" AND {expire_guard} RETURNING")
     )
-    claim = claim.replace(_LEASE_WHERE, f"{_LEASE_WHERE} AND {guard}")
-    ctes = ctes.replace("%(token)s", "%(held)s")
+    if lease_guard:
+        claim = claim.replace(_LEASE_WHERE, f"{_LEASE_WHERE} AND {lease_guard}")
     return (
         claim.replace("WITH RECURSIVE ", f"WITH RECURSIVE {ctes}, ", 1)
-        + f" UNION ALL SELECT 'reported', {JOB_COLUMNS} FROM {reported}"
+        + f" UNION ALL SELECT 'reported', {reported_columns} FROM {reported}"
     )
+
+
+def _then_claim(report: str, claim: str) -> str:
+    """One guarded report (its lease token bound as ``held``; the claim's ``token`` is the new lease's)
+    and ``claim``: the claim's writes happen only when the report did."""
+    reported = report.rpartition(" FROM ")[2]
+    guard = _REPORT_GUARD.format(reported=reported)
+    report = report.replace("%(token)s", "%(held)s")
+    return _spliced(report, claim, JOB_COLUMNS, expire_guard=f"id <> %(id)s AND {guard}", lease_guard=guard)
+
+
+# A batch completion's reported rows: each job's id and status, in the places of the claim's columns.
+_EACH_REPORTED = ", ".join(c if c in ("id", "status") else "NULL" for c in JOB_FIELDS)
+_EACH_ID, _EACH_STATUS = 1 + JOB_FIELDS.index("id"), 1 + JOB_FIELDS.index("status")
+
+
+def _each_then_claim(claim: str) -> str:
+    """A batch completion (``plain(COMPLETE_EACH)``) and ``claim``: the claim's writes happen whatever
+    each item's outcome (each stands alone)."""
+    return _spliced(
+        plain(COMPLETE_EACH),
+        claim,
+        _EACH_REPORTED,
+        expire_guard="id <> ALL(%(ids)s::bigint[])",
+        lease_guard="",
+    )
+
+
+def each_reported(tagged: list[Any]) -> list[tuple[int, str]]:
+    """The id and status of each job COMPLETE_EACH_THEN_CLAIM completed, from its tagged rows."""
+    return [(row[_EACH_ID], row[_EACH_STATUS]) for row in tagged if row[0] == "reported"]
 
 
 _CLAIMS = (*CLAIM.values(), *CLAIM_IN_ORDER.values())
@@ -798,24 +830,6 @@ _CLAIMS = (*CLAIM.values(), *CLAIM_IN_ORDER.values())
 # The reports of jobs outside every workflow only (``plain``): any other report is made alone (engine.py).
 COMPLETE_THEN_CLAIM = {claim: _then_claim(plain(COMPLETE), claim) for claim in _CLAIMS}
 FAIL_THEN_CLAIM = {claim: _then_claim(plain(FAIL), claim) for claim in _CLAIMS}
-
-
-def _each_then_claim(claim: str) -> str:
-    """A batch completion (``plain(COMPLETE_EACH)``) and ``claim`` as one statement, as ``_then_claim``
-    makes for one report, but the claim's writes happen whatever each item's outcome (each stands alone),
-    and the leases it settles are never the reported jobs'. The 'reported' rows carry each completed job's
-    id and status, the other columns NULL."""
-    ctes, _, final = plain(COMPLETE_EACH).removeprefix("WITH ").rpartition(" SELECT ")
-    reported = final.rsplit(" FROM ", 1)[1]
-    assert claim.count(_EXPIRE_WHERE) == 1, "the claim's shape changed"
-    claim = claim.replace(
-        _EXPIRE_WHERE, _EXPIRE_WHERE.replace(" RETURNING", " AND id <> ALL(%(ids)s::bigint[]) RETURNING")
-    )
-    columns = ", ".join(c if c in ("id", "status") else "NULL" for c in JOB_FIELDS)
-    return (
-        claim.replace("WITH RECURSIVE ", f"WITH RECURSIVE {ctes}, ", 1)
-        + f" UNION ALL SELECT 'reported', {columns} FROM {reported}"
-    )
 
 
 COMPLETE_EACH_THEN_CLAIM = {claim: _each_then_claim(claim) for claim in _CLAIMS}
