@@ -104,6 +104,7 @@ NEXT = Shape(
         ),
         "types": CLAIM_TYPES,
         "lease_seconds": LEASE_SECONDS,
+        "request_id": CLAIM_BODY.fields["request_id"],
     },
 )
 COMPLETE_BODY = Shape(
@@ -239,7 +240,9 @@ def report_answer(job: JobRecord, minimal: bool) -> Response:
 
 
 def _next_claim(then: dict[str, Any]) -> NextClaim:
-    return NextClaim(then["limit"], then["wait_seconds"], then["types"], then["lease_seconds"])
+    return NextClaim(
+        then["limit"], then["wait_seconds"], then["types"], then["lease_seconds"], then["request_id"]
+    )
 
 
 def reported_and_claimed(job: JobRecord, jobs: list[JobRecord], minimal: bool) -> Response:

@@ -152,11 +152,14 @@ class Engine(Protocol):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         """``complete`` and then ``claim`` in one transaction (docs/api.md#report-and-claim-in-one-request):
         the claim happens only when the report did, and claims as a claim right after it would (the slot
         the report freed under a concurrency limit is free); a refused report (``Unchanged``) claims
-        nothing and changes nothing. The report and the claim are committed together."""
+        nothing and changes nothing. The report and the claim are committed together. With
+        ``request_id``, the claim is as ``claim``'s with it: the report sent again (it answers as the
+        first did) answers the jobs the first one's claim leased, while their leases last."""
         ...
 
     def fail_and_claim(
@@ -172,6 +175,7 @@ class Engine(Protocol):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         """``fail`` and then ``claim`` in one transaction, as ``complete_and_claim``. The claim may hand
         the failed job out again when its backoff allows it at ``now``."""
@@ -187,12 +191,14 @@ class Engine(Protocol):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
         """``complete_each`` and then ``claim`` (docs/api.md#report-and-claim-in-one-request): the claim
         sees every completion (the slots they freed under a concurrency limit are free) and happens
         whatever each item's outcome, since each item stands alone. In one transaction, but for the
         items of jobs in a workflow and the refused or repeated ones, which PostgreSQL settles after it,
-        in a transaction of their own (as ``complete_each`` does)."""
+        in a transaction of their own (as ``complete_each`` does). ``request_id`` as
+        ``complete_and_claim``'s."""
         ...
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:

@@ -258,6 +258,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
             limit=then.limit,
             types=then.types,
             backoff=self._backoff(),
+            request_id=then.request_id,
         )
         answers = self._each_done(items, outcomes)
         self.ready(claimed.expired)
@@ -293,6 +294,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
             limit=then.limit,
             types=then.types,
             backoff=self._backoff(),
+            request_id=then.request_id,
         )
         job = self._held(job_id, outcome)
         metrics.COMPLETED.inc()
@@ -316,6 +318,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
             limit=then.limit,
             types=then.types,
             backoff=self._backoff(),
+            request_id=then.request_id,
         )
         job = self._held(job_id, outcome)
         _count_failed(job)
@@ -327,7 +330,8 @@ class Queue(LongPolls, RunningJobs, Workflows):
     def claim_next(self, worker: str, then: NextClaim) -> list[JobRecord]:
         """Claim as a report's ``then`` asks, in a transaction of its own (a batch completion that answers
         whole jobs: ``complete_many`` first)."""
-        jobs = self.claim(worker, types=then.types, limit=then.limit, lease_seconds=then.lease_seconds)
+        with self.claim_request(then.request_id):
+            jobs = self.claim(worker, types=then.types, limit=then.limit, lease_seconds=then.lease_seconds)
         return self._then_wait(worker, then, jobs)
 
     def _then_wait(self, worker: str, then: NextClaim, jobs: list[JobRecord]) -> list[JobRecord]:
@@ -336,13 +340,14 @@ class Queue(LongPolls, RunningJobs, Workflows):
         if jobs or then.wait_seconds <= 0:
             return jobs
         try:
-            return self.claim_wait(
-                worker,
-                wait_seconds=then.wait_seconds,
-                types=then.types,
-                limit=then.limit,
-                lease_seconds=then.lease_seconds,
-            )
+            with self.claim_request(then.request_id):
+                return self.claim_wait(
+                    worker,
+                    wait_seconds=then.wait_seconds,
+                    types=then.types,
+                    limit=then.limit,
+                    lease_seconds=then.lease_seconds,
+                )
         except WaitingPollsFull:
             return []
 
@@ -463,6 +468,7 @@ class NextClaim(NamedTuple):
     wait_seconds: float = 0
     types: list[str] | None = None
     lease_seconds: int | None = None
+    request_id: str | None = None  # as a claim's: the report sent again answers the same jobs
 
 
 def _stored_error(error: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -93,9 +94,13 @@ class Reporter:
         failures = 0
         while True:
             batch = self._next_batch()
+            # The claim a report makes in its request has an id of its own, the same each time the
+            # report is sent again: sent again after its answer was lost, it answers the jobs the first
+            # one claimed instead of leaving them held by nobody (docs/operations.md#outages).
+            request_id = secrets.token_hex(16)
             while True:
                 try:
-                    self._deliver(batch)
+                    self._deliver(batch, request_id)
                     failures = 0
                     break
                 except TransientError as exc:
@@ -126,15 +131,20 @@ class Reporter:
             batch.append(report)
         return batch
 
-    def _deliver(self, batch: list[Report]) -> None:
+    def _then(self, request_id: str) -> dict[str, Any] | None:
+        """What the report asks to claim next, with its request id; None when nothing."""
+        then = self.then()
+        return None if then is None else {**then, "request_id": request_id}
+
+    def _deliver(self, batch: list[Report], request_id: str) -> None:
         report = batch[0]
         if report.cancelled or report.snooze is not None:
             self._hand_back(report)
             return
         if report.error is None:
-            self._complete(batch)
+            self._complete(batch, request_id)
             return
-        then = self.then()
+        then = self._then(request_id)
         try:
             job = self.client.fail(
                 report.job["id"],
@@ -159,8 +169,8 @@ class Reporter:
         else:
             self._finished(report, FAILED if report.retryable else PERMANENT, claimed)
 
-    def _complete(self, batch: list[Report]) -> None:
-        then = self.then()
+    def _complete(self, batch: list[Report], request_id: str) -> None:
+        then = self._then(request_id)
         if len(batch) == 1 and then is not None:
             self._complete_then_claim(batch[0], then)
             return

@@ -145,7 +145,13 @@ def test_the_openapi_document_declares_next(client):
     schemas = document["components"]["schemas"]
     for body in ("CompleteBody", "FailBody"):
         assert schemas[body]["properties"]["next"] == {"$ref": "#/components/schemas/NextClaim"}
-    assert list(schemas["NextClaim"]["properties"]) == ["limit", "wait_seconds", "types", "lease_seconds"]
+    assert list(schemas["NextClaim"]["properties"]) == [
+        "limit",
+        "wait_seconds",
+        "types",
+        "lease_seconds",
+        "request_id",
+    ]
     for path in ("/jobs/{job_id}/complete", "/jobs/{job_id}/fail"):
         answer = document["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
         assert {"$ref": "#/components/schemas/ReportNext"} in answer["allOf"]
@@ -268,3 +274,27 @@ def test_the_openapi_document_declares_next_on_batch_completions(client):
     assert body["properties"]["next"] == {"$ref": "#/components/schemas/NextClaim"}
     answer = document["paths"]["/jobs/complete"]["post"]["responses"]["200"]["content"]["application/json"]
     assert {"$ref": "#/components/schemas/ReportNext"} in answer["schema"]["allOf"]
+
+
+def test_a_report_sent_again_with_its_request_id_answers_the_jobs_it_claimed(producer, worker, queue):
+    """A worker whose answer was lost sends the report again with the same next.request_id: the report
+    answers as the first did, and next answers the jobs the first one leased, for a batch and for one
+    job, with whole and compact answers alike."""
+    made = [enqueue(producer, {"n": n}) for n in range(8)]
+    held = claim_some(worker, 2)
+    for headers in (MINIMAL, {}):
+        body = {"jobs": items(held), "next": {"limit": 2, "request_id": f"batch-{bool(headers)}"}}
+        first, again = (parsed(worker.post("/jobs/complete", json=body, headers=headers)) for _ in range(2))
+        assert (
+            [r["status"] for r in first["results"]] == [r["status"] for r in again["results"]] == [200, 200]
+        )
+        ids = [(j["id"], j["lease_token"]) for j in first["next"]["jobs"]]
+        assert len(ids) == 2 and [(j["id"], j["lease_token"]) for j in again["next"]["jobs"]] == ids
+        held = first["next"]["jobs"]
+    [job, other] = held
+    body = {"lease_token": job["lease_token"], "next": {"request_id": "one"}}
+    first, again = (parsed(worker.post(f"/jobs/{job['id']}/complete", json=body)) for _ in range(2))
+    assert first["status"] == again["status"] == "completed"
+    assert first["next"]["jobs"] == again["next"]["jobs"] and len(first["next"]["jobs"]) == 1
+    leased = {j["id"] for j in first["next"]["jobs"]} | {other["id"]}
+    assert {j["id"] for j in made if queue.get(j["id"]).status == "running"} == leased  # none leased twice

@@ -315,3 +315,95 @@ def test_many_threads_complete_batches_and_claim_the_next_each_job_exactly_once(
     assert len(jobs) == total and {j.status for j in jobs} == {"completed"}
     for job in jobs:  # one claim and one completion each: never handed out twice
         assert [event for event, _, _ in history(engine, job.id)] == ["enqueued", "claimed", "completed"]
+
+
+# -- a report and its claim sent again with the claim's request id ----------------------------------
+
+
+def test_a_batch_completion_sent_again_with_its_request_id_answers_the_same_claim(engine):
+    """The answer to a batch completion that claimed next was lost; sent again with the same request id,
+    its completions answer as the first did and its claim answers the jobs the first one leased: none is
+    left held by nobody, none leased twice. Another id claims anew."""
+    engine.insert("alice", [new() for _ in range(6)], NOW)
+    held = claim(engine, limit=2).jobs
+    items = [(j.id, j.lease_token, None) for j in held]
+
+    def send(request_id, at):
+        return engine.complete_each_and_claim(
+            "w", items, now=at, lease_seconds=30, limit=2, types=None, backoff=FIXED, request_id=request_id
+        )
+
+    answers, first = send("r-1", later(1))
+    again_answers, again = send("r-1", later(2))
+    assert [a.status for a in answers] == [a.status for a in again_answers] == ["completed", "completed"]
+    assert len(first.jobs) == 2
+    assert [(j.id, j.lease_token) for j in again.jobs] == [(j.id, j.lease_token) for j in first.jobs]
+    for job in first.jobs:
+        assert [e[0] for e in history(engine, job.id)] == ["enqueued", "claimed"]  # leased once
+    _, other = send("r-2", later(3))
+    assert len(other.jobs) == 2 and {j.id for j in other.jobs}.isdisjoint({j.id for j in first.jobs})
+
+
+def test_a_report_sent_again_with_its_request_id_answers_the_same_claim(engine):
+    engine.insert("alice", [new() for _ in range(5)], NOW)
+    a, b = claim(engine, limit=2).jobs
+
+    def complete_again(request_id):
+        return engine.complete_and_claim(
+            a.id,
+            "w",
+            a.lease_token,
+            now=later(1),
+            result_json=None,
+            lease_seconds=30,
+            limit=1,
+            types=None,
+            backoff=FIXED,
+            request_id=request_id,
+        )
+
+    def fail_again(request_id):
+        return engine.fail_and_claim(
+            b.id,
+            "w",
+            b.lease_token,
+            now=later(1),
+            error="boom",
+            retryable=False,
+            lease_seconds=30,
+            limit=1,
+            types=None,
+            backoff=FIXED,
+            request_id=request_id,
+        )
+
+    for send, status in ((complete_again, "completed"), (fail_again, "failed")):
+        done, first = send(f"r-{status}")
+        repeated, again = send(f"r-{status}")
+        assert done.status == repeated.status == status
+        [job] = first.jobs
+        assert [(j.id, j.lease_token) for j in again.jobs] == [(job.id, job.lease_token)]
+        assert [e[0] for e in history(engine, job.id)] == ["enqueued", "claimed"]
+    assert [engine.get(i).status for i in range(a.id, a.id + 5)].count("pending") == 1
+
+
+def test_a_claim_in_two_steps_under_a_limit_is_answered_whole_when_sent_again(db, engine):
+    """Under a concurrency limit PostgreSQL's claim may come in two steps (the statement's snapshot cannot
+    see the slots its completions freed): both steps' jobs are the request's, answered again whole."""
+    set_type(db, "email", concurrency=3)
+    engine.insert("alice", [new() for _ in range(8)], NOW)
+    held = claim(engine, limit=2).jobs
+    items = [(j.id, j.lease_token, None) for j in held]
+
+    def send():
+        return engine.complete_each_and_claim(
+            "w", items, now=later(1), lease_seconds=30, limit=5, types=None, backoff=FIXED, request_id="r"
+        )
+
+    answers, first = send()
+    assert [a.status for a in answers] == ["completed", "completed"] and len(first.jobs) == 3  # the room
+    _, again = send()
+    assert sorted((j.id, j.lease_token) for j in again.jobs) == sorted(
+        (j.id, j.lease_token) for j in first.jobs
+    )
+    assert claim(engine, worker="other").jobs == []  # the three slots are the request's

@@ -48,7 +48,7 @@ def test_a_batch_of_completions_claims_a_job_for_each_slot_it_frees(app, keys, l
     reporter, released = reporter_for(client, lambda: {"limit": 1})
     for job in held:
         reporter.put(Report(job, 1, result={"n": job["payload"]["n"]}))
-    reporter._deliver(reporter._next_batch())  # the three completions waiting: one batch, one request
+    reporter._deliver(reporter._next_batch(), "r1")  # the three completions waiting: one batch, one request
     assert [job_id for job_id, _ in released] == ids[:3]
     # The three jobs claimed next go with the first job released (the slots are counted, not the jobs).
     assert [job["id"] for job in released[0][1]] == ids[3:6] and released[1][1] == released[2][1] == []
@@ -72,7 +72,7 @@ def test_a_batch_whose_leases_were_lost_still_fills_its_slots(app, keys, live_se
     reporter, released = reporter_for(client, lambda: {"limit": 1})
     for job in held:
         reporter.put(Report({**job, "lease_token": "0" * 32}, 1))
-    reporter._deliver(reporter._next_batch())
+    reporter._deliver(reporter._next_batch(), "r1")
     assert reporter.counts[LOST] == 2 and reporter.counts[COMPLETED] == 0
     assert [job["id"] for job in released[0][1]] == ids[2:4]
 
@@ -87,6 +87,6 @@ def test_without_then_a_batch_claims_nothing(app, keys, live_server, client_for)
     reporter, released = reporter_for(client, lambda: None)  # stopping: claim nothing more
     for job in held:
         reporter.put(Report(job, 1))
-    reporter._deliver(reporter._next_batch())
+    reporter._deliver(reporter._next_batch(), "r1")
     assert reporter.counts[COMPLETED] == 2 and all(claimed == [] for _, claimed in released)
     assert app.extensions["queuelog"]["queue"].get(held[-1]["id"] + 1).status == "pending"

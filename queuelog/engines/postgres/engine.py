@@ -378,8 +378,10 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             if not keep:  # a request id's jobs share one token (its kept request names it)
                 params.update(token=secrets.token_hex(16))
             lock = LOCK_LIMITED["types" in params]
+            # The request is kept once: by the first transaction when it leased a job (the same token
+            # names these too), else by this one.
             with conn.pipeline():
-                tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, keep)
+                tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, () if rows else keep)
             rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
@@ -388,18 +390,46 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         report: dict[str, str],
         params: dict[str, Any],
         alone: Callable[[], JobRecord | Unchanged],
+        request_id: str | None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         """A guarded, self-logging report and the claim in one statement (``report`` maps each claim
         statement to it, sql.py), in the claim's transaction: one round trip, as a claim alone. The
         statement reports only on a job outside every workflow; any other report (a job in a workflow,
         whose transition settles its dependents and batch; a repeated report; a refused one) is made
-        ``alone``, then, when it was not refused, the claim follows in a transaction of its own."""
+        ``alone``, then, when it was not refused, the claim follows in a transaction of its own. A report
+        sent again with its claim's ``request_id`` is made alone (it answers as the first did) and answers
+        the jobs the first claim leased."""
+        if request_id is not None:
+            earlier = self._requested(params["worker"], request_id, params["now"])
+            if earlier is not None:
+                outcome = alone()
+                return outcome, Claimed([], []) if isinstance(outcome, Unchanged) else earlier
+            params["request_id"] = request_id
+        try:
+            return self._reported_and_claimed(report, params, alone, request_id)
+        except UniqueViolation:  # the same request at the same moment: the one that won answers
+            assert request_id is not None  # only a kept request can collide
+            outcome = alone()
+            if isinstance(outcome, Unchanged):
+                return outcome, Claimed([], [])
+            return outcome, self._requested(params["worker"], request_id, params["now"]) or Claimed([], [])
+
+    def _reported_and_claimed(
+        self,
+        report: dict[str, str],
+        params: dict[str, Any],
+        alone: Callable[[], JobRecord | Unchanged],
+        request_id: str | None,
+    ) -> tuple[JobRecord | Unchanged, Claimed]:
+        keep = KEEP if request_id is not None else ()
         typed = "types" in params
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
             statement = self._claim_statement(cur, typed)
             with conn.pipeline():
-                tagged, due = _claim_under_lock(conn, cur, SETTLE_AND_LOCK[typed], report[statement], params)
+                tagged, due = _claim_under_lock(
+                    conn, cur, SETTLE_AND_LOCK[typed], report[statement], params, keep
+                )
             done = [row[1:] for row in tagged if row[0] == "reported"]
             if done:
                 job = decode_job(done[0])
@@ -408,20 +438,23 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 # retry due at once, and the slot the report freed under a type's concurrency limit (while
                 # any type has a limit or is paused, ``_claim_statement``).
                 again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
-                return job, self._claimed(conn, cur, claimed, statement, params, again, due=due)
+                return job, self._claimed(conn, cur, claimed, statement, params, again, due=due, keep=keep)
         outcome = alone()
         if isinstance(outcome, Unchanged):
             return outcome, Claimed([], [])
-        backoff = Backoff(params["base"], params["cap"])
+        return outcome, self._claim_after(params, request_id)
+
+    def _claim_after(self, params: dict[str, Any], request_id: str | None) -> Claimed:
+        """The claim of a report made alone, as ``claim`` with the report's claim parameters."""
         expires = params["expires"] - params["now"]
-        return outcome, self._claim(
+        return self.claim(
             params["worker"],
-            params["now"],
-            expires.total_seconds(),
-            params["limit"],
-            params.get("types"),
-            backoff,
-            None,
+            now=params["now"],
+            lease_seconds=expires.total_seconds(),
+            limit=params["limit"],
+            types=params.get("types"),
+            backoff=Backoff(params["base"], params["cap"]),
+            request_id=request_id,
         )
 
     @retry_aborted
@@ -437,6 +470,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         params.update(id=job_id, held=token, result=bind_json(result_json))
@@ -444,7 +478,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         def alone() -> JobRecord | Unchanged:
             return self.complete(job_id, worker, token, now=now, result_json=result_json)
 
-        return self._report_and_claim(COMPLETE_THEN_CLAIM, params, alone)
+        return self._report_and_claim(COMPLETE_THEN_CLAIM, params, alone, request_id)
 
     @retry_aborted
     def fail_and_claim(
@@ -460,6 +494,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         params.update(_fail_params(job_id, worker, token, now, error, retryable, backoff))
@@ -470,7 +505,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 job_id, worker, token, now=now, error=error, retryable=retryable, backoff=backoff
             )
 
-        return self._report_and_claim(FAIL_THEN_CLAIM, params, alone)
+        return self._report_and_claim(FAIL_THEN_CLAIM, params, alone, request_id)
 
     def _claim_statement(self, cur: Any, typed: bool) -> str:
         """The claim statement that carries both ways (sql.py), or, while no type has a limit or is
@@ -587,10 +622,21 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
         params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
         params.update(bind_items(items))
-        statement, tagged, due = self._each_then_claim(params, bool(types))
+        if request_id is not None:
+            earlier = self._requested(worker, request_id, now)
+            if earlier is not None:  # sent again: the completions answer as the first time did
+                return self.complete_each(worker, items, now=now), earlier
+            params["request_id"] = request_id
+        try:
+            statement, tagged, due = self._each_then_claim(params, bool(types))
+        except UniqueViolation:  # the same request at the same moment: the one that won answers
+            assert request_id is not None  # only a kept request can collide
+            earlier = self._requested(worker, request_id, now)
+            return self.complete_each(worker, items, now=now), earlier or Claimed([], [])
         done: dict[int, ReportedJob | Unchanged] = {
             job_id: ReportedJob(job_id, status, False) for job_id, status in each_reported(tagged)
         }
@@ -603,7 +649,8 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             # after it can, as on SQLite.
             claimed = [row for row in tagged if row[0] != "reported"]
             again = self._any_held or released
-            claim = self._claimed(cur.connection, cur, claimed, statement, params, again, due=due)
+            keep = KEEP if request_id is not None else ()
+            claim = self._claimed(cur.connection, cur, claimed, statement, params, again, due=due, keep=keep)
         return [done[i] for i, _, _ in items], claim
 
     @retry_aborted
@@ -615,9 +662,10 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
             statement = self._claim_statement(cur, typed)
+            keep = KEEP if "request_id" in params else ()
             with conn.pipeline():
                 tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[typed], COMPLETE_EACH_THEN_CLAIM[statement], params
+                    conn, cur, SETTLE_AND_LOCK[typed], COMPLETE_EACH_THEN_CLAIM[statement], params, keep
                 )
         return statement, tagged, due
 

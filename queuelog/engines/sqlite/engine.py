@@ -303,12 +303,13 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         with self.db.cursor(write=True) as cur:
             job = self._complete(cur, job_id, worker, token, now, result_json)
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
-            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
         return job, _decoded_claim(picked)
 
     def complete_many(
@@ -336,10 +337,11 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[list[ReportedJob | Unchanged], Claimed]:
         with self.db.cursor(write=True) as cur:
             rows, refused = self._complete_items(cur, COMPLETE_EACH, EACH_FIELDS, worker, items, now)
-            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
         return _each_answer(items, rows, refused), _decoded_claim(picked)
 
     def _complete_items(
@@ -422,12 +424,13 @@ class SQLiteEngine(WorkflowEngine, SharedEngine):
         limit: int,
         types: Sequence[str] | None,
         backoff: Backoff,
+        request_id: str | None = None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         with self.db.cursor(write=True) as cur:
             job = self._fail(cur, job_id, worker, token, now, error, retryable, backoff)
             if isinstance(job, Unchanged):
                 return job, Claimed([], [])
-            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff)
+            picked = self._claim(cur, worker, now, lease_seconds, limit, types, backoff, request_id)
         return job, _decoded_claim(picked)
 
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
