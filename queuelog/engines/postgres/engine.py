@@ -422,23 +422,19 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         request_id: str | None,
     ) -> tuple[JobRecord | Unchanged, Claimed]:
         keep = KEEP if request_id is not None else ()
-        typed = "types" in params
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            conn = cur.connection
-            statement = self._claim_statement(cur, typed)
-            with conn.pipeline():
-                tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[typed], report[statement], params, keep
+        statement, tagged, due = self._combined(report, params, keep)
+        done = [row[1:] for row in tagged if row[0] == "reported"]
+        if done:
+            job = decode_job(done[0])
+            claimed = [row for row in tagged if row[0] != "reported"]
+            # What the statement's snapshot cannot see, a claim after it can, as on SQLite: a failure's
+            # retry due at once, and the slot the report freed under a type's concurrency limit (while
+            # any type has a limit or is paused, ``_claim_statement``).
+            again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
+            with self.db.cursor(write=True, autocommit=True) as cur:
+                return job, self._claimed(
+                    cur.connection, cur, claimed, statement, params, again, due=due, keep=keep
                 )
-            done = [row[1:] for row in tagged if row[0] == "reported"]
-            if done:
-                job = decode_job(done[0])
-                claimed = [row for row in tagged if row[0] != "reported"]
-                # What the statement's snapshot cannot see, a claim after it can, as on SQLite: a failure's
-                # retry due at once, and the slot the report freed under a type's concurrency limit (while
-                # any type has a limit or is paused, ``_claim_statement``).
-                again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
-                return job, self._claimed(conn, cur, claimed, statement, params, again, due=due, keep=keep)
         outcome = alone()
         if isinstance(outcome, Unchanged):
             return outcome, Claimed([], [])
@@ -457,7 +453,6 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             request_id=request_id,
         )
 
-    @retry_aborted
     def complete_and_claim(
         self,
         job_id: int,
@@ -480,7 +475,6 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
 
         return self._report_and_claim(COMPLETE_THEN_CLAIM, params, alone, request_id)
 
-    @retry_aborted
     def fail_and_claim(
         self,
         job_id: int,
@@ -631,8 +625,9 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             if earlier is not None:  # sent again: the completions answer as the first time did
                 return self.complete_each(worker, items, now=now), earlier
             params["request_id"] = request_id
+        keep = KEEP if request_id is not None else ()
         try:
-            statement, tagged, due = self._each_then_claim(params, bool(types))
+            statement, tagged, due = self._combined(COMPLETE_EACH_THEN_CLAIM, params, keep)
         except UniqueViolation:  # the same request at the same moment: the one that won answers
             assert request_id is not None  # only a kept request can collide
             earlier = self._requested(worker, request_id, now)
@@ -649,23 +644,25 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             # after it can, as on SQLite.
             claimed = [row for row in tagged if row[0] != "reported"]
             again = self._any_held or released
-            keep = KEEP if request_id is not None else ()
             claim = self._claimed(cur.connection, cur, claimed, statement, params, again, due=due, keep=keep)
         return [done[i] for i, _, _ in items], claim
 
     @retry_aborted
-    def _each_then_claim(self, params: dict[str, Any], typed: bool) -> tuple[str, list[Any], bool]:
-        """The plain completions and the claim in one statement (sql.py, COMPLETE_EACH_THEN_CLAIM): one
-        round trip, the counters counted once, in key order. Retried alone when aborted (its transaction
-        changed nothing then); what follows its commit is never run twice. Returns the claim statement
-        the engine would run alone, the tagged rows, and whether a job in a workflow has an expired lease."""
+    def _combined(
+        self, combined: dict[str, str], params: dict[str, Any], keep: Sequence[str]
+    ) -> tuple[str, list[Any], bool]:
+        """A report (or a batch of completions) and the claim in one statement (``combined`` maps each
+        claim statement to it, sql.py), in the claim's transaction: one round trip, and the counters
+        counted once, in key order. Retried alone when aborted (its transaction changed nothing then):
+        what follows its commit is never run twice. Returns the claim statement the engine would run
+        alone, the tagged rows, and whether a job in a workflow has an expired lease."""
+        typed = "types" in params
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
             statement = self._claim_statement(cur, typed)
-            keep = KEEP if "request_id" in params else ()
             with conn.pipeline():
                 tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[typed], COMPLETE_EACH_THEN_CLAIM[statement], params, keep
+                    conn, cur, SETTLE_AND_LOCK[typed], combined[statement], params, keep
                 )
         return statement, tagged, due
 
