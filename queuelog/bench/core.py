@@ -59,8 +59,11 @@ def layer_loop(queue: Queue, n: int, batch: int, *, then_next: bool = False) -> 
     progress("queuelog: claim+complete", n, n)
     assert done == n, f"completed {done} of {n}"
 
-    for first in range(0, n, 500):
-        queue.enqueue_many("bench", specs[first : first + 500])
+    def refill() -> None:  # in batches of 500 (not timed)
+        for first in range(0, n, 500):
+            queue.enqueue_many("bench", specs[first : first + 500])
+
+    refill()
     start = minimal.clock()
     done = 0
     while jobs := queue.claim(WORKER, limit=batch):  # completed as queuelog-worker's batches are: compact
@@ -76,8 +79,7 @@ def layer_loop(queue: Queue, n: int, batch: int, *, then_next: bool = False) -> 
         f"batch_{batch}": _rate(n, batched),
     }
     if then_next:  # as queuelog-worker runs batches: each completion claims the next batch
-        for first in range(0, n, 500):
-            queue.enqueue_many("bench", specs[first : first + 500])
+        refill()
         start = minimal.clock()
         done = 0
         jobs = queue.claim(WORKER, limit=batch)
@@ -123,14 +125,17 @@ def raw_loop(
     def begin() -> None:
         target.begin(cur)
 
+    def log(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
+        """SQLite's history rows of one transition, as the engine writes them."""
+        if history and len(job_ids) == 1:
+            cur.execute(sql.EVENT, (job_ids[0], now, name, WORKER, attempt, None))
+        elif history and job_ids:  # a batch's rows, in one statement
+            pairs = ",".join(f"[{i:d},{attempt:d}]" for i in job_ids)
+            cur.execute(sql.EVENTS_ALIKE, {"at": now, "event": name, "actor": WORKER, "jobs": f"[{pairs}]"})
+
     def finish(job_ids: list[int], now: Any, name: str, attempt: int) -> None:
         if not logs_itself:
-            if history and len(job_ids) == 1:
-                cur.execute(sql.EVENT, (job_ids[0], now, name, WORKER, attempt, None))
-            elif history and job_ids:  # a batch's rows, in one statement as the engine writes them
-                pairs = ",".join(f"[{i:d},{attempt:d}]" for i in job_ids)
-                params = {"at": now, "event": name, "actor": WORKER, "jobs": f"[{pairs}]"}
-                cur.execute(sql.EVENTS_ALIKE, params)
+            log(job_ids, now, name, attempt)
             conn.commit()
 
     def insert(spec: JobSpec, now: Any) -> int:
@@ -150,11 +155,14 @@ def raw_loop(
         )
         return cur.fetchall()[0][0]
 
+    def enqueue_all() -> None:  # one job per transaction, as the engine's enqueue
+        for spec in specs:
+            now = sql.bind_time(utcnow())
+            begin()
+            finish([insert(spec, now)], now, "enqueued", 0)
+
     start = minimal.clock()
-    for spec in specs:
-        now = sql.bind_time(utcnow())
-        begin()
-        finish([insert(spec, now)], now, "enqueued", 0)
+    enqueue_all()
     enqueue = minimal.clock() - start
 
     def claim_params(moment: Any, limit: int) -> dict[str, Any]:
@@ -201,10 +209,7 @@ def raw_loop(
     cycle = minimal.clock() - start
     assert done == n
 
-    for spec in specs:  # refill (not timed)
-        now = sql.bind_time(utcnow())
-        begin()
-        finish([insert(spec, now)], now, "enqueued", 0)
+    enqueue_all()  # refill (not timed)
     start = minimal.clock()
     done = 0
     while rows := claim_some(batch):
@@ -224,10 +229,7 @@ def raw_loop(
         f"batch_{batch}": _rate(n, batched),
     }
     if then_next:  # each batch completion claims the next batch, in its transaction
-        for spec in specs:  # refill (not timed)
-            now = sql.bind_time(utcnow())
-            begin()
-            finish([insert(spec, now)], now, "enqueued", 0)
+        enqueue_all()  # refill (not timed)
         start = minimal.clock()
         done = 0
         rows = claim_some(batch)
@@ -242,10 +244,7 @@ def raw_loop(
             else:
                 cur.execute(sql.COMPLETE_EACH, params)
                 cur.fetchall()
-                if history:
-                    alike = {"at": params["now"], "event": "completed", "actor": WORKER}
-                    pairs = ",".join(f"[{i:d},1]" for i in ids)
-                    cur.execute(sql.EVENTS_ALIKE, {**alike, "jobs": f"[{pairs}]"})
+                log(ids, params["now"], "completed", 1)
                 if cur.execute(sql.CLAIM_PROBE, params).fetchone()[0]:
                     cur.execute(sql.EXPIRE, params)
                     cur.fetchall()

@@ -329,16 +329,8 @@ class Queue(LongPolls, RunningJobs, Workflows):
 
     def claim_next(self, worker: str, then: NextClaim) -> list[JobRecord]:
         """Claim as a report's ``then`` asks, in a transaction of its own (a batch completion that answers
-        whole jobs: ``complete_many`` first)."""
-        with self.claim_request(then.request_id):
-            jobs = self.claim(worker, types=then.types, limit=then.limit, lease_seconds=then.lease_seconds)
-        return self._then_wait(worker, then, jobs)
-
-    def _then_wait(self, worker: str, then: NextClaim, jobs: list[JobRecord]) -> list[JobRecord]:
-        """The jobs a report claimed; when none and ``then`` waits, a long poll after the commit. With no
-        room left to wait in this process, none: the report stands, and its answer says it."""
-        if jobs or then.wait_seconds <= 0:
-            return jobs
+        whole jobs: ``complete_many`` first; a report whose claim found nothing and waits). With no room
+        left to wait in this process, none: the report stands, and its answer says it."""
         try:
             with self.claim_request(then.request_id):
                 return self.claim_wait(
@@ -350,6 +342,10 @@ class Queue(LongPolls, RunningJobs, Workflows):
                 )
         except WaitingPollsFull:
             return []
+
+    def _then_wait(self, worker: str, then: NextClaim, jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs a report claimed; when none and ``then`` waits, a long poll after the commit."""
+        return jobs if jobs or then.wait_seconds <= 0 else self.claim_next(worker, then)
 
     def heartbeat(
         self, job_id: int, worker: str, lease_token: str, lease_seconds: int | None = None

@@ -146,6 +146,15 @@ _PLAIN_COMPLETE_MANY = plain(COMPLETE_MANY)
 _PLAIN_COMPLETE_EACH = plain(COMPLETE_EACH)
 
 
+def _made_alone(
+    alone: Callable[[], JobRecord | Unchanged], claim: Callable[[], Claimed]
+) -> tuple[JobRecord | Unchanged, Claimed]:
+    """A report made ``alone``, then its ``claim`` when it was not refused: a refused report claims
+    nothing."""
+    outcome = alone()
+    return outcome, Claimed([], []) if isinstance(outcome, Unchanged) else claim()
+
+
 def _claim_params(
     worker: str,
     now: datetime,
@@ -402,17 +411,15 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         if request_id is not None:
             earlier = self._requested(params["worker"], request_id, params["now"])
             if earlier is not None:
-                outcome = alone()
-                return outcome, Claimed([], []) if isinstance(outcome, Unchanged) else earlier
+                return _made_alone(alone, lambda: earlier)
             params["request_id"] = request_id
         try:
             return self._reported_and_claimed(report, params, alone, request_id)
         except UniqueViolation:  # the same request at the same moment: the one that won answers
             assert request_id is not None  # only a kept request can collide
-            outcome = alone()
-            if isinstance(outcome, Unchanged):
-                return outcome, Claimed([], [])
-            return outcome, self._requested(params["worker"], request_id, params["now"]) or Claimed([], [])
+            return _made_alone(
+                alone, lambda: self._requested(params["worker"], request_id, params["now"]) or Claimed([], [])
+            )
 
     def _reported_and_claimed(
         self,
@@ -435,10 +442,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                 return job, self._claimed(
                     cur.connection, cur, claimed, statement, params, again, due=due, keep=keep
                 )
-        outcome = alone()
-        if isinstance(outcome, Unchanged):
-            return outcome, Claimed([], [])
-        return outcome, self._claim_after(params, request_id)
+        return _made_alone(alone, lambda: self._claim_after(params, request_id))
 
     def _claim_after(self, params: dict[str, Any], request_id: str | None) -> Claimed:
         """The claim of a report made alone, as ``claim`` with the report's claim parameters."""
