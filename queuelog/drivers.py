@@ -116,11 +116,13 @@ def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
 
 
 def is_conflict(exc: BaseException) -> bool:
-    try:
-        from psycopg.errors import TransactionRollback  # deadlocks and serialization failures
-    except ImportError:
-        return False
-    return isinstance(exc, TransactionRollback)
+    """Whether PostgreSQL rolled the transaction back to break a deadlock (SQLSTATE 40P01) or a
+    serialization conflict (40001): running it again is the cure. By the code, not the class: psycopg
+    makes DeadlockDetected a sibling of TransactionRollback, not a kind of it."""
+    return getattr(exc, "sqlstate", None) in _CONFLICTS
+
+
+_CONFLICTS = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 
 
 def rollback_quietly(dbapi_conn) -> None:

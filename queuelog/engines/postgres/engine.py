@@ -8,6 +8,7 @@ nothing and is run again (``retry_aborted``).
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
 import time
@@ -87,6 +88,7 @@ from queuelog.engines.records import (
 from queuelog.engines.shared import SharedEngine
 from queuelog.engines.workflows import FINISHED, WorkflowEngine
 
+log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -103,7 +105,9 @@ def _utc_session(dbapi_connection: Any, _record: Any) -> None:
 def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
     """Run a write again when PostgreSQL rolled its transaction back to break a deadlock or a
     serialization conflict (rare: the counter triggers write in key order). The aborted transaction
-    changed nothing, so running it again is safe; after 5 tries the error goes up."""
+    changed nothing, so running it again is safe; after 5 tries the error goes up. Each retry is logged
+    (a warning: one now and then is PostgreSQL at work, many say that something else takes the same
+    locks in another order)."""
 
     @wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -113,6 +117,8 @@ def retry_aborted(method: Callable[P, R]) -> Callable[P, R]:
             except DatabaseUnavailable as exc:
                 if not exc.conflict or attempt == 4:
                     raise
+                reason = str(exc).partition("\n")[0]  # "deadlock detected"; the details name processes
+                log.warning("%s: PostgreSQL rolled it back (%s); running it again", method.__name__, reason)
                 time.sleep(random.random() * 0.01 * 2**attempt)
         raise AssertionError("unreachable")
 
