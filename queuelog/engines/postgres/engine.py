@@ -306,7 +306,6 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
                         raise KeyConflict(0, job)
                     return [(job, False)]
 
-    @retry_aborted
     def claim(
         self,
         worker: str,
@@ -349,28 +348,34 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         request_id: str | None,
     ) -> Claimed:
         params = _claim_params(worker, now, lease_seconds, limit, types, backoff)
+        keep = KEEP if request_id is not None else ()
+        if keep:
+            params["request_id"] = request_id
+        statement = self._claim_statement(bool(types))
+        tagged, due = self._transact_claim(SETTLE_AND_LOCK[bool(types)], statement, params, keep)
+        return self._claimed(tagged, statement, params, due=due, keep=keep)
+
+    @retry_aborted
+    def _transact_claim(
+        self, lock: str, statement: str, params: dict[str, Any], keep: Sequence[str]
+    ) -> tuple[list[Any], bool]:
+        """One claim transaction (``_claim_under_lock``), retried alone when aborted: it changed nothing
+        then, while what came before it (a report, a first claim) is committed and never run twice.
+
+        Its first statement (``lock``) settles, at the same time as the claim, the expired leases of jobs
+        whose cancellation was requested (these end cancelled, not retried) and locks the limited types'
+        rows; then the claim, whose snapshot is taken under the lock (docs/flow-control.md). Pipelined, so
+        that the claim stays one round trip; BEGIN and COMMIT by hand, which costs less than psycopg's
+        transaction blocks (an error leaves the transaction to the cursor's rollback). One statement fewer
+        is worth about 0.1 ms of client CPU."""
         with self.db.cursor(write=True, autocommit=True) as cur:
             conn = cur.connection
-            statement = self._claim_statement(cur, bool(types))
-            # The claim's transaction. Its first statement settles, at the same time as the claim, the
-            # expired leases of jobs whose cancellation was requested (these end cancelled, not retried)
-            # and locks the limited types' rows; then the claim, whose snapshot is taken under the lock
-            # (docs/flow-control.md). Pipelined, so that the claim stays one round trip; BEGIN and COMMIT
-            # by hand, which costs less than psycopg's transaction blocks (an error leaves the transaction
-            # to the cursor's rollback). One statement fewer is worth about 0.1 ms of client CPU.
-            keep = KEEP if request_id is not None else ()
-            if keep:
-                params["request_id"] = request_id
             with conn.pipeline():
-                tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[bool(types)], statement, params, keep
-                )
-            return self._claimed(conn, cur, tagged, statement, params, due=due, keep=keep)
+                tagged, due = _claim_under_lock(conn, cur, lock, statement, params, keep)
+        return tagged, due
 
     def _claimed(
         self,
-        conn: Any,
-        cur: Any,
         tagged: list[Any],
         statement: str,
         params: dict[str, Any],
@@ -397,8 +402,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             lock = LOCK_LIMITED["types" in params]
             # The request is kept once: by the first transaction when it leased a job (the same token
             # names these too), else by this one.
-            with conn.pipeline():
-                tagged, _ = _claim_under_lock(conn, cur, lock, statement, params, () if rows else keep)
+            tagged, _ = self._transact_claim(lock, statement, params, () if rows else keep)
             rows += [row[1:] for row in tagged if row[0] == "claimed"]
         return Claimed(sorted(map(decode_job, rows), key=claim_order), expired)
 
@@ -446,10 +450,7 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
             # retry due at once, and the slot the report freed under a type's concurrency limit (while
             # any type has a limit or is paused, ``_claim_statement``).
             again = self._any_held or (job.status == "pending" and job.available_at <= params["now"])
-            with self.db.cursor(write=True, autocommit=True) as cur:
-                return job, self._claimed(
-                    cur.connection, cur, claimed, statement, params, again, due=due, keep=keep
-                )
+            return job, self._claimed(claimed, statement, params, again, due=due, keep=keep)
         return _made_alone(alone, lambda: self._claim_after(params, request_id))
 
     def _claim_after(self, params: dict[str, Any], request_id: str | None) -> Claimed:
@@ -513,14 +514,15 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
 
         return self._report_and_claim(FAIL_THEN_CLAIM, params, alone, request_id)
 
-    def _claim_statement(self, cur: Any, typed: bool) -> str:
+    def _claim_statement(self, typed: bool) -> str:
         """The claim statement that carries both ways (sql.py), or, while no type has a limit or is
         paused, the one in order alone, which costs the server less planning. Whether any has is looked
         at every ``held_check_seconds``: both statements claim right whatever the types are, so a look a
         moment old costs time at most, never a wrong claim."""
         moment = time.monotonic()
         if moment >= self._held_checked_until:
-            self._any_held = bool(cur.execute(ANY_HELD).fetchone()[0])
+            with self.db.cursor(autocommit=True) as cur:
+                self._any_held = bool(cur.execute(ANY_HELD).fetchone()[0])
             self._held_checked_until = moment + self.held_check_seconds
         return (CLAIM if self._any_held else CLAIM_IN_ORDER)[typed]
 
@@ -650,32 +652,24 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
         # The items the statement left first, before a lease of a job in a workflow can be settled as
         # expired (``due``): one that ended with its token still right is completed, as on SQLite.
         released = self._complete_left(worker, items, done, now)
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            # The statement's snapshot cannot see the slots its completions freed under a concurrency
-            # limit (while any type has one, or is paused), nor the jobs a workflow's end released: a claim
-            # after it can, as on SQLite.
-            claimed = [row for row in tagged if row[0] != "reported"]
-            again = self._any_held or released
-            claim = self._claimed(cur.connection, cur, claimed, statement, params, again, due=due, keep=keep)
+        # The statement's snapshot cannot see the slots its completions freed under a concurrency limit
+        # (while any type has one, or is paused), nor the jobs a workflow's end released: a claim after it
+        # can, as on SQLite.
+        claimed = [row for row in tagged if row[0] != "reported"]
+        again = self._any_held or released
+        claim = self._claimed(claimed, statement, params, again, due=due, keep=keep)
         return [done[i] for i, _, _ in items], claim
 
-    @retry_aborted
     def _combined(
         self, combined: dict[str, str], params: dict[str, Any], keep: Sequence[str]
     ) -> tuple[str, list[Any], bool]:
         """A report (or a batch of completions) and the claim in one statement (``combined`` maps each
-        claim statement to it, sql.py), in the claim's transaction: one round trip, and the counters
-        counted once, in key order. Retried alone when aborted (its transaction changed nothing then):
-        what follows its commit is never run twice. Returns the claim statement the engine would run
-        alone, the tagged rows, and whether a job in a workflow has an expired lease."""
+        claim statement to it, sql.py), in the claim's transaction (``_transact_claim``, retried alone):
+        one round trip, and the counters counted once, in key order. Returns the claim statement the
+        engine would run alone, the tagged rows, and whether a job in a workflow has an expired lease."""
         typed = "types" in params
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            conn = cur.connection
-            statement = self._claim_statement(cur, typed)
-            with conn.pipeline():
-                tagged, due = _claim_under_lock(
-                    conn, cur, SETTLE_AND_LOCK[typed], combined[statement], params, keep
-                )
+        statement = self._claim_statement(typed)
+        tagged, due = self._transact_claim(SETTLE_AND_LOCK[typed], combined[statement], params, keep)
         return statement, tagged, due
 
     @retry_aborted
@@ -692,13 +686,19 @@ class PostgresEngine(WorkflowEngine, SharedEngine):
     ) -> JobRecord | Unchanged:
         return self._report(FAIL, _fail_params(job_id, worker, token, now, error, retryable, backoff))
 
-    @retry_aborted
     def expire(self, *, now: datetime, backoff: Backoff) -> list[JobRecord]:
-        with self.db.cursor(write=True, autocommit=True) as cur:
-            cur.execute(EXPIRE_CANCELLED, {"now": now})  # first, at the same time: these are not retried
-            rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
-        return [decode_job(row) for row in rows] + self._expire_flows(now, backoff)
+        return self._expire_plain(now, backoff) + self._expire_flows(now, backoff)
 
+    @retry_aborted
+    def _expire_plain(self, now: datetime, backoff: Backoff) -> list[JobRecord]:
+        """Settle the expired leases of jobs outside every workflow: two autocommitted statements, the
+        cancelled first (these are not retried); run again when aborted, which settles only what is left."""
+        with self.db.cursor(write=True, autocommit=True) as cur:
+            cur.execute(EXPIRE_CANCELLED, {"now": now})
+            rows = cur.execute(EXPIRE, {"now": now, "base": backoff.base, "cap": backoff.cap}).fetchall()
+        return [decode_job(row) for row in rows]
+
+    @retry_aborted
     def _expire_flows(self, now: datetime, backoff: Backoff) -> list[JobRecord]:
         """Settle the expired leases of jobs in a workflow, in one transaction with what their ends imply."""
         with self.db.cursor(write=True) as cur:
