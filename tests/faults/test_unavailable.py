@@ -145,6 +145,37 @@ def test_the_timeouts_and_prepared_statements_reach_each_postgresql_connection(p
             db.dispose()
 
 
+def test_a_pool_with_no_connection_free_in_time_is_a_503_then_serves_again(postgresql_backend, tmp_path):
+    """Every pooled connection busy past QUEUELOG_DB_CONNECT_TIMEOUT: a 503 within that bound (on SQLite
+    requests take no pooled connection: its reads and writes have connections of their own)."""
+    app = _app(
+        postgresql_backend.fresh_url(tmp_path), DB_POOL_SIZE=1, DB_MAX_OVERFLOW=0, DB_CONNECT_TIMEOUT=0.5
+    )
+    db = app.extensions["queuelog"]["db"]
+    client = app.test_client()
+    try:
+        producer = Keys(app, client).producer("alice")
+        worker = Keys(app, client).worker("w")
+        assert producer.post("/jobs", json=JOB).status_code == 201
+        held = db.engine.raw_connection()  # the pool's one connection, taken by something else
+        try:
+            for call in (
+                lambda: producer.post("/jobs", json=JOB),
+                lambda: worker.post("/jobs/claim", json={}),
+            ):
+                started = time.monotonic()
+                answer = call()
+                assert_unavailable(answer)
+                assert time.monotonic() - started < 0.5 + 1.5  # the bound, with room for a busy machine
+        finally:
+            held.close()  # back to the pool
+        assert producer.post("/jobs", json=JOB).status_code == 201
+        claimed = worker.post("/jobs/claim", json={})
+        assert claimed.status_code == 200 and claimed.json["id"] == 1
+    finally:
+        db.dispose()
+
+
 def test_a_statement_past_the_timeout_is_a_503_on_postgresql(postgresql_backend, tmp_path):
     app = _app(postgresql_backend.fresh_url(tmp_path), DB_STATEMENT_TIMEOUT=0.2)
     db = app.extensions["queuelog"]["db"]
