@@ -4,7 +4,7 @@ against each engine directly, with exact times; both must behave alike."""
 
 from __future__ import annotations
 
-from queuelog.engines import Unchanged
+from queuelog.engines import Backoff, Unchanged
 from tests.engines.conftest import NOW, count_jobs, later, new
 from tests.engines.test_conformance import FIXED, NO_WAIT, claim, history
 
@@ -201,6 +201,24 @@ def test_snoozes_are_fenced_and_capped(engine):
     assert refused == Unchanged(job) and job.snooze_count == 2  # still held: complete or fail it
     done = engine.complete(job.id, "w1", job.lease_token, now=later(at), result_json=None)
     assert done.status == "completed"
+
+
+def test_an_admins_retry_keeps_the_snooze_count_and_its_cap(engine):
+    """The cap counts a job's whole life (docs/running-jobs.md): a retry gives it no new snoozes."""
+    job = held_job(engine)
+    engine.snooze(job.id, "w1", job.lease_token, now=NOW, delay_seconds=1, max_snoozes=1)
+    job = claim(engine, "w1", at=later(1)).jobs[0]
+    failed = engine.fail(
+        job.id, "w1", job.lease_token, now=later(1), error="boom", retryable=False, backoff=Backoff(0, 0)
+    )
+    assert failed.status == "failed" and failed.snooze_count == 1
+    retried = engine.retry(job.id, "admin", now=later(2))
+    assert retried.status == "pending" and retried.retry_count == 0 and retried.snooze_count == 1
+    job = claim(engine, "w1", at=later(2)).jobs[0]
+    refused = engine.snooze(job.id, "w1", job.lease_token, now=later(2), delay_seconds=1, max_snoozes=1)
+    assert refused == Unchanged(job)  # at the cap still
+    allowed = engine.snooze(job.id, "w1", job.lease_token, now=later(2), delay_seconds=1, max_snoozes=2)
+    assert allowed.status == "pending" and allowed.snooze_count == 2  # under a higher cap it may
 
 
 def test_a_snooze_after_a_cancel_request_ends_the_job_cancelled(engine):

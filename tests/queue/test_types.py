@@ -4,11 +4,13 @@ the type and its audit row in one transaction, or nothing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sqlalchemy import select
 
 from queuelog.models import AuditLog, JobType
-from queuelog.queue import Code, JobValidationError
+from queuelog.queue import Code, JobSpec, JobValidationError, Queue
 from queuelog.queue.types import SchemaFault, SchemaRefused
 
 
@@ -100,3 +102,25 @@ def test_a_description_is_checked_for_every_face(q, description, code, params):
     assert "report" not in type_names(q) and q.types.get("email").description == ""
     assert audit_rows(q) == []
     assert q.types.create("report", "ada", "x" * 2000).description == "x" * 2000
+
+
+@pytest.mark.slow  # waits out the other process's 2 seconds
+def test_a_type_disabled_in_one_process_is_refused_by_the_others_within_two_seconds(q):
+    """Each app process reads the allowlist at most every 2 seconds (docs/concepts.md): the process that
+    made the change refuses at once, another one within 2 seconds of the change."""
+    other = Queue(q.db)  # another app process: an allowlist read of its own
+    spec = JobSpec(type="email", payload={}, payload_json="{}")
+    other.enqueue("alice", spec)  # its allowlist is read now
+    q.types.change("email", "ada", enabled=False)
+    changed = time.monotonic()
+    with pytest.raises(JobValidationError):
+        q.enqueue("alice", spec)  # here, at once
+    while True:
+        try:
+            other.enqueue("alice", spec)
+        except JobValidationError as refused:
+            assert refused.code == Code.UNKNOWN_TYPE
+            break
+        assert time.monotonic() - changed < 2.0 + 0.2, "still accepted 2 seconds after the change"
+        time.sleep(0.05)
+    assert time.monotonic() - changed <= 2.0 + 0.2
