@@ -126,25 +126,32 @@ class Client:
         repeatable: bool,
     ) -> Any:
         """``request``, where ``repeatable`` says whether the request may reach the server twice (an
-        enqueue with its idempotency key may: the server finds the job the first one made)."""
-        attempt = 0
+        enqueue with its idempotency key may: the server finds the job the first one made). Every time it
+        goes out counts, the transport's own second send on a dropped kept-alive connection too: at most
+        ``retries + 1`` sends (with ``retries`` 0, a repeatable request may still go out twice), and the
+        error's ``attempts`` is how many there were."""
+        sent = tries = 0
         while True:
-            attempt += 1
+            tries += 1
+            # The transport may send it again at once only while this call has a send to spare.
+            again = repeatable and (retries == 0 or sent + 2 <= retries + 1)
             try:
-                answer = self.transport.send(method, path, body, headers=headers, repeatable=repeatable)
+                answer = self.transport.send(method, path, body, headers=headers, repeatable=again)
             except NoAnswer as exc:
+                sent += exc.sends
                 error: QueuelogError = ConnectionFailed(str(exc), title="No answer")
             else:
+                sent += answer.sends
                 if 200 <= answer.status < 300:
                     return answer.body
                 error = from_answer(answer.status, answer.body, answer.retry_after)
                 if answer.status not in RETRIED_STATUSES:
-                    error.attempts = attempt
+                    error.attempts = sent
                     raise error
-            if attempt > retries:
-                error.attempts = attempt
+            if sent > retries:
+                error.attempts = sent
                 raise error
-            time.sleep(self._pause(attempt, error.retry_after))
+            time.sleep(self._pause(tries, error.retry_after))
 
     # -- enqueueing -----------------------------------------------------------------------------------
 

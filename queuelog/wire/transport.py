@@ -37,11 +37,13 @@ def describe(status: int, body: Any) -> str:
 
 class Answer(NamedTuple):
     """What the server answered: the status, its headers, and the body decoded (JSON as Python values,
-    other text as a string, nothing as None)."""
+    other text as a string, nothing as None); ``sends``: how many times the request went out for it (2
+    when a kept-alive connection failed and it was sent again)."""
 
     status: int
     headers: http.client.HTTPMessage
     body: Any
+    sends: int = 1
 
     @property
     def retry_after(self) -> float | None:
@@ -52,7 +54,11 @@ class Answer(NamedTuple):
 
 class NoAnswer(Exception):
     """The request got no answer: the connection failed, was dropped, or timed out. The server may or may
-    not have acted on it."""
+    not have acted on it; ``sends`` says how many times it went out."""
+
+    def __init__(self, message: str, sends: int = 1):
+        super().__init__(message)
+        self.sends = sends
 
 
 class Transport:
@@ -151,12 +157,12 @@ class Transport:
                 # But the server may have acted on it and dropped the connection before answering.
                 self.close()
                 if answered or not (reused and repeatable and attempt == 1):
-                    raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
+                    raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}", attempt) from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
+                raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}", attempt) from exc
         try:
             decoded = json.loads(data) if data else None
         except ValueError:
             decoded = data.decode("utf-8", "replace")
-        return Answer(response.status, response.headers, decoded)
+        return Answer(response.status, response.headers, decoded, attempt)

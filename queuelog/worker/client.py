@@ -12,7 +12,7 @@ from typing import Any
 
 from queuelog.wire.transport import Answer, NoAnswer, Transport, describe
 
-__all__ = ["LeaseLost", "QueueClient", "RequestRefused", "TransientError", "describe"]
+__all__ = ["LeaseLost", "QueueClient", "RequestRefused", "TransientError", "describe", "retry_delay"]
 
 
 class TransientError(Exception):
@@ -23,6 +23,15 @@ class TransientError(Exception):
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+def retry_delay(failures: int, exc: TransientError, cap: float) -> float:
+    """The pause before trying again after ``failures`` transient errors in a row (``exc`` the last):
+    doubling from half a second up to ``cap``, and at least the server's Retry-After, within ``cap``."""
+    delay = min(cap, 0.25 * 2**failures)
+    if exc.retry_after is not None:
+        delay = max(delay, min(exc.retry_after, cap))
+    return delay
 
 
 class RequestRefused(Exception):
@@ -57,17 +66,36 @@ class QueueClient:
         self.url = self.transport.url  # the server's address as it may be logged
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request; returns the decoded JSON answer (None when empty).
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        repeatable: bool = True,
+    ) -> Any:
+        """Send one request; returns the decoded JSON answer (None when empty). ``repeatable=False`` for a
+        request that must reach the server at most once (the transport then never sends it again).
 
         Raises TransientError (no answer, 5xx, 429) or RequestRefused (any other 4xx).
         """
-        return self._send(method, path, body, timeout=timeout).body
+        return self._send(method, path, body, timeout=timeout, repeatable=repeatable).body
 
-    def _send(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Answer:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        repeatable: bool = True,
+    ) -> Answer:
         """``request``, answering the whole answer (its status and headers too)."""
         try:
-            answer = self.transport.send(method, path, body, timeout=timeout, headers=COMPACT)
+            answer = self.transport.send(
+                method, path, body, timeout=timeout, headers=COMPACT, repeatable=repeatable
+            )
         except NoAnswer as exc:
             raise TransientError(str(exc)) from exc
         if answer.status >= 500 or answer.status == 429:
@@ -194,7 +222,8 @@ class QueueClient:
 
     def add_to_batch(self, batch_id: int, lease_token: str, jobs: list[dict[str, Any]]) -> list[int]:
         """Add jobs to the batch of a held job (``POST /batches/{id}/jobs``, all or none); the new jobs'
-        ids. Not retried: a lost answer may have added them."""
-        answer = self.request("POST", f"/batches/{batch_id}/jobs", {"lease_token": lease_token, "jobs": jobs})
+        ids. Sent at most once, never again: a lost answer may have added them."""
+        body = {"lease_token": lease_token, "jobs": jobs}
+        answer = self.request("POST", f"/batches/{batch_id}/jobs", body, repeatable=False)
         items = answer["jobs"] if isinstance(answer, dict) else answer
         return [item["id"] if isinstance(item, dict) else item for item in items]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError
+from queuelog.worker.client import LeaseLost, QueueClient, RequestRefused, TransientError, retry_delay
 
 log = logging.getLogger("queuelog.worker")
 
@@ -110,7 +110,7 @@ class Reporter:
                             self._finished(report, UNREPORTED)
                         break
                     failures += 1
-                    delay = min(self.max_backoff, 0.25 * 2**failures)
+                    delay = retry_delay(failures, exc, self.max_backoff)
                     log.warning("report failed (%s); retrying in %.1fs", exc, delay)
                     time.sleep(delay)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from queuelog.redact import redact_error
 from queuelog.wire.job import CancelRequested, Job, Snooze  # what a handler receives, and may raise
-from queuelog.worker.client import QueueClient, RequestRefused, TransientError
+from queuelog.worker.client import QueueClient, RequestRefused, TransientError, retry_delay
 from queuelog.worker.leases import Held, Line, heartbeat_loop
 from queuelog.worker.reports import Report, Reporter
 
@@ -174,9 +174,7 @@ class Worker:
                 if self._stop_requested():
                     break
                 failures += 1
-                delay = min(self.max_backoff, 0.25 * 2**failures)
-                if exc.retry_after is not None:  # the server's word, within our own cap
-                    delay = max(delay, min(exc.retry_after, self.max_backoff))
+                delay = retry_delay(failures, exc, self.max_backoff)
                 log.warning("claim failed (%s); retrying in %.1fs", exc, delay)
                 self._pause(delay)
                 continue
@@ -268,6 +266,10 @@ class Worker:
     def _release(self, job_id: int, claimed: list[dict[str, Any]]) -> None:
         """A job is settled: its slot goes to the jobs its report claimed next, if any, in the same
         step, so that the main loop never claims for a slot already taken."""
+        if claimed:
+            log.debug(
+                "claimed %d job(s) with a report: %s", len(claimed), ", ".join(str(j["id"]) for j in claimed)
+            )
         with self._slots:
             self.held.pop(job_id, None)
             for job in claimed:

@@ -177,3 +177,32 @@ def test_results_the_server_cannot_take_fail_only_their_own_jobs(app, keys, live
     assert [o[1] for o in finished(text, ids["odd"], "email")] == ["permanent failure"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
+
+
+def test_debug_logs_each_claimed_job_once_those_a_report_claimed_too(app, keys, live_server, workers):
+    """One job at a time: after the first claim, each completion claims the next job in its request
+    (docs/worker.md); every job still has one DEBUG claim line."""
+    server = live_server(env=FAST)
+    producer = session(keys.raw("producer", "alice"))
+    ids = [producer.post(f"{server.url}/jobs", json={"type": "email"}).json()["id"] for _ in range(6)]
+    proc = workers.start(
+        server.url, keys.raw("worker", "w-debug"), "--concurrency", "1", "--wait-seconds", "1"
+    )
+
+    def all_done() -> bool:
+        return all(producer.get(f"{server.url}/jobs/{i}").json()["status"] == "completed" for i in ids)
+
+    wait_until(all_done, 30, "every job to complete")
+    wait_until(lambda: len(finished_lines(workers.output(proc))) == len(ids), 10, "each job's line")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    claim_lines = [
+        message for level, message in records(workers.output(proc)) if message.startswith("claimed ")
+    ]
+    claimed = [int(i) for message in claim_lines for i in message.partition(": ")[2].split(", ")]
+    assert sorted(claimed) == ids  # each job once, however it was claimed
+    assert any("with a report" in message for message in claim_lines)  # the flow this test is about
+
+
+def finished_lines(text: str) -> list[str]:
+    return [message for _, message in records(text) if re.match(r"^job \d+ \(email\) completed", message)]
