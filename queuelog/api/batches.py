@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from flask import g, request, url_for
+from flask import g, url_for
 
 from queuelog.api.answers import moment
 from queuelog.api.base import json_text_response, queue
@@ -26,6 +26,7 @@ from queuelog.api.problems import invalid
 from queuelog.api.registry import Header, json_answer, location, operation, path_parameter, problem
 from queuelog.api.render import json_array, json_object, render_json, text_or_null
 from queuelog.api.shapes import Field, ListOf, Shape
+from queuelog.api.validation import request_bytes
 from queuelog.models import BATCH_STATUSES, STATUSES
 from queuelog.queue import JobSpec
 from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_RETRIES_LIMIT
@@ -232,7 +233,7 @@ def callback_spec(values: dict[str, Any] | None) -> JobSpec | None:
 
 def _raw_body() -> Any:
     try:
-        return json.loads(request.get_data() or b"{}")
+        return json.loads(request_bytes() or b"{}")
     except ValueError:  # read_body refused it already; unreachable
         return None
 

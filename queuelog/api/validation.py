@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app, request
+from flask import current_app, g, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -20,7 +20,7 @@ def _reject_constant(name: str) -> Any:
 
 def read_body() -> dict[str, Any]:
     """The request's JSON object. An empty body is ``{}``; anything else must be application/json."""
-    data = _request_bytes()
+    data = request_bytes()
     if not data.strip():
         return {}
     if request.mimetype != "application/json":
@@ -36,6 +36,15 @@ def read_body() -> dict[str, Any]:
     if not isinstance(value, dict):
         raise invalid("body", "must be a JSON object")
     return value
+
+
+def request_bytes() -> bytes:
+    """The whole body as it came, read once: a second reader (an idempotency key's fingerprint) gets the
+    same bytes, a chunked body's too, which its stream hands out only once."""
+    if "request_body" not in g:
+        g.request_body = _request_bytes()
+    body: bytes = g.request_body
+    return body
 
 
 def _request_bytes() -> bytes:

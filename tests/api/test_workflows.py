@@ -3,6 +3,10 @@ batches' endpoints, who may do what, and the 422s that name each field."""
 
 from __future__ import annotations
 
+import io
+import json
+from typing import Any
+
 import pytest
 
 
@@ -203,6 +207,27 @@ def test_batch_idempotency_key_replays_and_conflicts(producer):
         "/batches", json={"jobs": [{"type": "pdf"}]}, headers={"Idempotency-Key": "nightly"}
     )
     assert other.status_code == 422 and other.json["type"].endswith("/idempotency-key-reused")
+
+
+def test_a_chunked_batch_replays_only_for_the_same_body(producer):
+    """A body without a Content-Length (chunked) is read once: the key's fingerprint is of that body,
+    not of nothing."""
+
+    def send(body: dict) -> Any:
+        return producer.post(
+            "/batches",
+            input_stream=io.BytesIO(json.dumps(body).encode()),
+            content_type="application/json",
+            headers={"Idempotency-Key": "chunked", "Transfer-Encoding": "chunked"},
+            environ_overrides={"wsgi.input_terminated": True},  # as a server says of a chunked body
+        )
+
+    first = send({"jobs": [{"type": "email", "payload": {"v": 1}}]})
+    assert first.status_code == 201, first.json
+    assert send({"jobs": [{"type": "email", "payload": {"v": 1}}]}).json == first.json  # the same: a replay
+    other = send({"jobs": [{"type": "pdf", "payload": {"v": 2}}, {"type": "pdf"}]})
+    assert other.status_code == 422 and other.json["type"].endswith("/idempotency-key-reused")
+    assert producer.get("/batches").json["batches"][0]["id"] == first.json["id"]  # no second batch
 
 
 def test_owners_see_only_their_batches_and_lists_page_newest_first(producer, keys, admin):
