@@ -37,6 +37,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         template_folder=str(TEMPLATES),
         static_folder=str(STATIC),
     )
+    # A doubled slash is a 404 like any unknown path, not a redirect to the merged one (which for
+    # /jobs//complete would be another operation, answered in HTML).
+    app.url_map.merge_slashes = False
     try:
         config = load_settings(app.instance_path, (test_config or {}).get("QUEUELOG"))
     except SettingError as exc:

@@ -267,7 +267,8 @@ class Shape(Field):
         if self.closed:
             for key in value:
                 if key not in self.fields:
-                    found.append({"field": join(path, key), "message": "unknown field"})
+                    shown = key if len(key) <= 64 else key[:64] + "…"  # no long name echoed back
+                    found.append({"field": join(path, shown), "message": "unknown field"})
                     if len(found) >= room:
                         return found
         for key, field in self.fields.items():

@@ -63,6 +63,21 @@ def test_unknown_fields_are_named(producer):
     assert [e["field"] for e in body["errors"]] == ["colour", "size"]
 
 
+def test_a_long_unknown_field_name_is_named_cut(producer):
+    long = "k" * 100_000
+    response = producer.post("/jobs", json={"type": "email", long: 1, "short": 2})
+    body = assert_problem(response, 422)
+    assert [e["field"] for e in body["errors"]] == ["k" * 64 + "…", "short"]
+    assert len(response.get_data()) < 2_000  # the name is not echoed back whole
+
+
+def test_a_doubled_slash_in_a_path_is_404_never_a_redirect_to_another_operation(worker):
+    """Werkzeug would merge the slashes and redirect ``/jobs//complete`` to ``/jobs/complete``, the batch
+    completion: another operation, and an HTML answer."""
+    for path in ("/jobs//complete", "/jobs/1//cancel"):
+        assert_problem(worker.post(path, json={}), 404)
+
+
 def test_worker_id_field_is_refused(producer, worker):
     producer.post("/jobs", json={"type": "email"})
     body = assert_problem(worker.post("/jobs/claim", json={"worker_id": "someone-else"}), 422)
