@@ -127,22 +127,23 @@ class Queue(LongPolls, RunningJobs, Workflows):
 
     def enqueue(self, owner: str, spec: JobSpec, *, scope: str | None = None) -> tuple[JobRecord, bool]:
         """Add one job; returns ``(job, created)``. ``created`` is False when an idempotent replay matched."""
-        return self.enqueue_many(owner, [spec], scope=scope)[0]
+        return self.enqueue_many(owner, [spec], scope=scope, listed=False)[0]
 
     def enqueue_many(
-        self, owner: str, specs: list[JobSpec], *, scope: str | None = None
+        self, owner: str, specs: list[JobSpec], *, scope: str | None = None, listed: bool = True
     ) -> list[tuple[JobRecord, bool]]:
-        """Add jobs in one transaction: all of them, or none (the error names the index of the culprit).
+        """Add jobs in one transaction: all of them, or none (the error names each culprit's index,
+        ``jobs[i].field``, unless ``listed`` is false: one job enqueued alone).
         A job's dependencies must be ``scope``'s jobs when given (a producer's own; docs/workflows.md)."""
-        self.types.check(specs)
+        self.types.check(specs, listed=listed)
         now = self.clock()
         jobs = [spec.new_job(now) for spec in specs]
         try:
             out = self.engine.insert(owner, jobs, now, scope=scope)
         except DependencyMissing as exc:
-            raise dependency_refusal(exc, f"jobs[{exc.index}]." if len(specs) > 1 else "") from None
+            raise dependency_refusal(exc, f"jobs[{exc.index}]." if listed else "") from None
         except KeyConflict as exc:
-            field = f"jobs[{exc.index}].idempotency_key" if len(specs) > 1 else "idempotency_key"
+            field = f"jobs[{exc.index}].idempotency_key" if listed else "idempotency_key"
             raise IdempotencyKeyReused(Code.IDEMPOTENCY_KEY_REUSED, field=field, job_id=exc.job.id) from None
         created = sum(1 for _, new in out if new)
         if created:

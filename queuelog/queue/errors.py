@@ -132,6 +132,14 @@ class InvalidValues(JobValidationError):
         self.refusals = refusals
 
 
+def refuse_each(refusals: list[JobValidationError]) -> None:
+    """Raise ``refusals``, if any: the one alone, or several at once as ``InvalidValues``."""
+    if len(refusals) > 1:
+        raise InvalidValues(refusals)
+    if refusals:
+        raise refusals[0]
+
+
 def each_refusal(exc: QueueError) -> list[QueueError]:
     """The refusals an exception stands for: those of ``InvalidValues``, else the exception itself."""
     return list(exc.refusals) if isinstance(exc, InvalidValues) else [exc]

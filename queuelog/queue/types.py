@@ -6,7 +6,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -23,7 +23,7 @@ from queuelog.engines import engine_for
 from queuelog.inputs import text_problem
 from queuelog.models import AuditLog, JobType
 from queuelog.queue.admin import audit_row
-from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError
+from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError, refuse_each
 from queuelog.queue.inputs import check_storable
 from queuelog.queue.limits import LIMIT_FIELDS, change_summary, limit_changes
 
@@ -383,6 +383,13 @@ class _Shape:
     as_array: tuple[list, list]
 
 
+ITEM: Callable[[int], str] = "jobs[{}].".format  # how a refusal names a field of a batch's item i
+
+
+def _alone(index: int) -> str:
+    return ""
+
+
 class JobTypeRules:
     """Reads the allowlist and checks specs against it; admin changes go through the same object.
 
@@ -408,36 +415,45 @@ class JobTypeRules:
         self._cache = (now, out)
         return out
 
-    def check(self, specs: Sequence[JobSpec]) -> None:
-        """Raise ``JobValidationError`` unless every spec names an enabled type and fits its schema."""
+    def check(self, specs: Sequence[JobSpec], *, listed: bool = False) -> None:
+        """Raise ``JobValidationError`` unless every spec names an enabled type and fits its schema; for
+        several refused specs, ``InvalidValues`` naming each. ``listed``: the specs came as a list (a batch),
+        whose items the refusals name ``jobs[i].field``, even a list of one."""
+        refuse_each(self.refusals(specs, ITEM if listed else _alone))
+
+    def refusals(self, specs: Sequence[JobSpec], prefix: Callable[[int], str]) -> list[JobValidationError]:
+        """Each spec's refusal, if it has one, its fields named after ``prefix(index)``."""
         rules = self._load()
-        many = len(specs) > 1
-        for index, spec in enumerate(specs):
-            prefix = f"jobs[{index}]." if many else ""
-            enabled, schema = rules.get(spec.type, (False, None))
-            if not enabled:  # the allowed names are listed only when needed: this runs on every enqueue
-                allowed = sorted(name for name, (on, _) in rules.items() if on)
-                raise JobValidationError(
-                    Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
-                )
-            if schema is not None:
-                error = None
-                try:
-                    # The first error only: jsonschema-rs collects them all before iterating.
-                    _validator(schema).validate(spec.payload)
-                except jsonschema_rs.ValidationError as exc:
-                    error = exc
-                except (_Unusable, ValueError, TypeError, OverflowError):
-                    # A schema saved before ``check_schema`` refused what cannot be compiled.
-                    raise JobValidationError(
-                        Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type
-                    ) from None
-                if error is not None:
-                    path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
-                    reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-                    raise JobValidationError(
-                        Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason
-                    )
+        return [
+            refusal
+            for index, spec in enumerate(specs)
+            if (refusal := self._refusal(rules, spec, prefix(index))) is not None
+        ]
+
+    @staticmethod
+    def _refusal(
+        rules: dict[str, tuple[bool, str | None]], spec: JobSpec, prefix: str
+    ) -> JobValidationError | None:
+        """Why ``spec`` may not be enqueued (its fields named after ``prefix``), or None."""
+        enabled, schema = rules.get(spec.type, (False, None))
+        if not enabled:  # the allowed names are listed only when needed: this runs on every enqueue
+            allowed = sorted(name for name, (on, _) in rules.items() if on)
+            return JobValidationError(
+                Code.UNKNOWN_TYPE, field=f"{prefix}type", type=spec.type, allowed=allowed
+            )
+        if schema is None:
+            return None
+        try:
+            # The first error only: jsonschema-rs collects them all before iterating.
+            _validator(schema).validate(spec.payload)
+        except jsonschema_rs.ValidationError as error:
+            path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
+            reason = error.message if len(error.message) <= 300 else error.message[:299] + "…"
+            return JobValidationError(Code.SCHEMA_MISMATCH, field=f"{prefix}payload{path}", reason=reason)
+        except (_Unusable, ValueError, TypeError, OverflowError):
+            # A schema saved before ``check_schema`` refused what cannot be compiled.
+            return JobValidationError(Code.SCHEMA_UNUSABLE, field=f"{prefix}type", type=spec.type)
+        return None
 
     # -- management (admins, CLI) -------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -30,9 +30,10 @@ from queuelog.queue.errors import (
     JobNotFound,
     JobValidationError,
     NotLeaseHolder,
+    refuse_each,
 )
 from queuelog.queue.spec import JobSpec
-from queuelog.queue.types import JobTypeRules
+from queuelog.queue.types import ITEM, JobTypeRules
 from queuelog.queue.wakeups import Wakeups
 
 MAX_BATCH_JOBS = 1000
@@ -53,16 +54,6 @@ class Workflows:
     types: JobTypeRules
     wakeups: Wakeups
 
-    def _check_each(self, specs: Sequence[JobSpec], prefix: Callable[[int], str]) -> None:
-        """The allowlist's checks of each spec, its refusal naming the item (``jobs[3].type``)."""
-        for index, spec in enumerate(specs):
-            try:
-                self.types.check([spec])
-            except JobValidationError as exc:
-                raise JobValidationError(
-                    exc.code, field=prefix(index) + (exc.field or ""), **exc.params
-                ) from None
-
     def create_batch(
         self,
         owner: str,
@@ -77,10 +68,11 @@ class Workflows:
     ) -> tuple[BatchRecord, bool]:
         """Enqueue ``specs`` as one batch, all or none; ``(batch, created)``. A replay of the same key and
         fingerprint answers the batch it made (``created`` False)."""
-        self._check_each(specs, lambda i: f"jobs[{i}].")
+        refusals = self.types.refusals(specs, ITEM)  # every item's and callback's, all at once
         for name, callback in (("on_success", on_success), ("on_finish", on_finish)):
             if callback is not None:
-                self._check_each([callback], f"{name}.".format)
+                refusals += self.types.refusals([callback], f"{name}.".format)  # format ignores the index
+        refuse_each(refusals)
         now = self.clock()
         batch = NewBatch(
             description,
@@ -144,7 +136,7 @@ class Workflows:
         self, batch_id: int, worker: str, lease_token: str, specs: list[JobSpec]
     ) -> list[JobRecord]:
         """Add jobs to a batch, for a worker holding one of its running members under ``lease_token``."""
-        self._check_each(specs, lambda i: f"jobs[{i}].")
+        self.types.check(specs, listed=True)
         now = self.clock()
         try:
             added = self.engine.add_to_batch(

@@ -25,6 +25,26 @@ def test_batch_enqueue_is_all_or_nothing(producer, admin):
     assert admin.get("/jobs").json["jobs"] == []
 
 
+def test_a_batch_names_each_refused_item_and_an_item_of_a_batch_of_one_by_its_index(producer, admin):
+    bodies = [{"type": "nope"}, {"type": "email"}, {"type": "nope2"}]
+    response = producer.post("/jobs/batch", json={"jobs": bodies})
+    assert response.status_code == 422
+    assert [e["field"] for e in response.json["errors"]] == ["jobs[0].type", "jobs[2].type"]
+    alone = producer.post("/jobs/batch", json={"jobs": [{"type": "nope"}]})
+    assert [e["field"] for e in alone.json["errors"]] == ["jobs[0].type"]
+    both = producer.post(
+        "/batches",
+        json={
+            "jobs": [{"type": "nope"}, {"type": "email"}],
+            "on_success": {"type": "x"},
+            "on_finish": {"type": "y"},
+        },
+    )
+    assert [e["field"] for e in both.json["errors"]] == ["jobs[0].type", "on_success.type", "on_finish.type"]
+    assert producer.post("/jobs", json={"type": "nope"}).json["errors"][0]["field"] == "type"  # one job alone
+    assert admin.get("/jobs").json["jobs"] == [] and admin.get("/batches").json["batches"] == []
+
+
 def test_batch_enqueue_idempotency_conflict_rolls_back_everything(producer, admin):
     producer.post("/jobs", json={"type": "email", "idempotency_key": "k", "payload": {"a": 1}})
     response = producer.post(
