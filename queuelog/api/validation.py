@@ -3,6 +3,7 @@ declared shapes then judge (registry.py)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from flask import current_app, g, request
@@ -18,6 +19,20 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _IntegerTooLong(ValueError):
+    """An integer of more digits than Python converts (``sys.get_int_max_str_digits``): valid JSON, but not
+    a value the API keeps."""
+
+
+def _read_int(text: str) -> int:
+    if len(text) - text.startswith("-") > _MAX_DIGITS:
+        raise _IntegerTooLong
+    return int(text)
+
+
+_MAX_DIGITS = sys.get_int_max_str_digits() or 4300
+
+
 def read_body() -> dict[str, Any]:
     """The request's JSON object. An empty body is ``{}``; anything else must be application/json."""
     data = request_bytes()
@@ -28,9 +43,11 @@ def read_body() -> dict[str, Any]:
     if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
         raise ApiError(415, "unsupported-media-type", "compressed request bodies are not accepted")
     try:
-        value = read_json(data.decode("utf-8"), parse_constant=_reject_constant)  # may be NUMBER_UNDERFLOW
+        value = read_json(data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_read_int)
     except RecursionError:
         raise invalid("body", "nested too deeply") from None
+    except _IntegerTooLong:
+        raise invalid("body", f"holds an integer of more than {_MAX_DIGITS:,} digits") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "malformed-json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

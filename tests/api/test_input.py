@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,18 @@ def test_a_doubled_slash_in_a_path_is_404_never_a_redirect_to_another_operation(
     completion: another operation, and an HTML answer."""
     for path in ("/jobs//complete", "/jobs/1//cancel"):
         assert_problem(worker.post(path, json={}), 404)
+
+
+def test_an_integer_of_more_digits_than_python_converts_is_422_not_malformed(producer):
+    def send(digits: int) -> Any:
+        body = '{"type": "email", "payload": {"n": -' + "9" * digits + "}}"
+        return producer.post("/jobs", data=body, headers={"Content-Type": "application/json"})
+
+    body = assert_problem(send(4301), 422)
+    assert body["errors"] == [{"field": "body", "message": "holds an integer of more than 4,300 digits"}]
+    assert "sys." not in json.dumps(body)  # no word of Python's own
+    kept = send(4300)
+    assert kept.status_code == 201 and kept.get_json()["payload"]["n"] == -int("9" * 4300)
 
 
 def test_worker_id_field_is_refused(producer, worker):
