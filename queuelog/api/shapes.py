@@ -241,8 +241,9 @@ class Shape(Field):
         schema["properties"] = {key: field.json_schema() for key, field in fields.items()}
         if required:
             schema["required"] = list(required)
-        if exclusive:
-            schema["not"] = {"required": list(exclusive[:2])}
+        if exclusive:  # both given, neither null (a null one counts as not given)
+            pair = list(exclusive[:2])
+            schema["not"] = {"required": pair, "properties": {key: {"not": {"type": "null"}} for key in pair}}
         super().__init__(schema, message)
         self.name = name
         self.fields = fields
@@ -279,7 +280,7 @@ class Shape(Field):
                 found += field.refusals(item, join(path, key), room - len(found))
             if len(found) >= room:
                 return found[:room]
-        if self.exclusive and all(key in value for key in self.exclusive[:2]):
+        if self.exclusive and all(value.get(key) is not None for key in self.exclusive[:2]):
             found.append({"field": join(path, self.exclusive[0]), "message": self.exclusive[2]})
         return found or [{"field": path or "body", "message": "is invalid"}]  # a disagreement: a bug
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import select
+import socket
 import threading
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -108,6 +109,18 @@ class Transport:
             conn.close()
             self._local.conn = None
 
+    def cut(self) -> None:
+        """End the calling thread's wait for an answer at once: its request fails with NoAnswer and is not
+        sent again. For a signal handler, which runs in the thread that waits (queuelog-worker's stop,
+        when a claim gets no answer)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None:
+            self._local.cut = True
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def send(
         self,
         method: str,
@@ -126,6 +139,7 @@ class Transport:
         failure is raised as NoAnswer (the server may or may not have acted on it)."""
         payload = None if body is None else json.dumps(body)
         all_headers = {**self.headers, **headers} if headers else self.headers
+        self._local.cut = False
         for attempt in (1, 2):
             conn = self._connection(timeout or self.timeout)
             reused = conn.sock is not None
@@ -156,7 +170,7 @@ class Transport:
                 # Most often a kept-alive connection the server had closed: the request never reached it.
                 # But the server may have acted on it and dropped the connection before answering.
                 self.close()
-                if answered or not (reused and repeatable and attempt == 1):
+                if answered or self._local.cut or not (reused and repeatable and attempt == 1):
                     raise NoAnswer(f"{method} {path}: {exc.__class__.__name__}: {exc}", attempt) from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()

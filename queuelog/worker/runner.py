@@ -7,7 +7,8 @@ Guarantees it keeps:
 - while a job is held (running or waiting for its report) its lease is extended every third of its length;
 - on SIGTERM/SIGINT it stops claiming within about ``poll_slice`` seconds (a long poll is asked for in
   requests of at most that long, and the one in flight is let finish, so no job is claimed and then
-  dropped), lets running handlers finish within the grace period, delivers their reports, and returns 0.
+  dropped; one still unanswered a second later, from a server that hangs, is cut), lets running handlers
+  finish within the grace period (counted from the signal), delivers their reports, and returns 0.
   A second signal exits at once with status 1;
 - when the server refuses a claim (401: its key is unknown or revoked; 403, 422...) it says so, stops the
   same way and returns 1: asking again would not help.
@@ -77,6 +78,8 @@ class Worker:
         self._deadline: float | None = None  # set when shutdown starts
         self._exit_code = 0
         self._refused: str | None = None  # why the server refused to hand out work, when it did
+        self._signalled_at: float | None = None
+        self._claiming = False  # whether the main thread waits for a claim's answer (a stop may cut it)
         self.reporter = Reporter(
             client,
             release=self._release,
@@ -97,7 +100,7 @@ class Worker:
                 len(self.held),
                 self.grace_period,
             )
-            self._deadline = time.monotonic() + self.grace_period
+            self._deadline = (self._signalled_at or time.monotonic()) + self.grace_period
             self._stopping.set()
             with self._slots:
                 self._slots.notify_all()
@@ -112,9 +115,20 @@ class Worker:
                 log.warning("second signal: exiting now; held jobs will be retried when their leases expire")
                 os._exit(1)
             self._signalled = signal.Signals(signum).name
+            self._signalled_at = time.monotonic()  # the grace period counts from here
+            if hasattr(signal, "setitimer"):  # a claim's long poll ends within poll_slice: give it that
+                signal.setitimer(signal.ITIMER_REAL, self.poll_slice + 1.0)
+
+        def on_alarm(_signum: int, _frame: Any) -> None:
+            # A claim still waiting a second past its long poll gets no answer (a server or proxy that
+            # hangs): cut it, so that the stop does not wait for its timeout. Only the socket is touched.
+            if self._claiming:
+                self.client.transport.cut()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        if hasattr(signal, "SIGALRM"):
+            signal.signal(signal.SIGALRM, on_alarm)
 
     def _stop_requested(self) -> bool:
         if self._signalled and not self._stopping.is_set():
@@ -161,13 +175,17 @@ class Worker:
                 # A claim whose answer was lost is sent again with its request id: the server answers the
                 # jobs it leased then, instead of leaving them held by nobody until the lease ends.
                 request_id = request_id or secrets.token_hex(16)
-                jobs = self.client.claim(
-                    limit=free,
-                    wait_seconds=min(self.wait_seconds, self.poll_slice),
-                    types=self.types,
-                    lease_seconds=self.lease_seconds,
-                    request_id=request_id,
-                )
+                self._claiming = True
+                try:
+                    jobs = self.client.claim(
+                        limit=free,
+                        wait_seconds=min(self.wait_seconds, self.poll_slice),
+                        types=self.types,
+                        lease_seconds=self.lease_seconds,
+                        request_id=request_id,
+                    )
+                finally:
+                    self._claiming = False
                 failures = 0
                 request_id = None
             except TransientError as exc:

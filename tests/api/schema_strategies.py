@@ -190,7 +190,10 @@ class Document:
             )
         both = s.get("not", {}).get("required")
         if both:
-            pair = st.tuples(*(self.valid(s["properties"][key]) for key in both))
+            # Both given and neither null: a null one counts as not given (the "not" lists them as non-null).
+            pair = st.tuples(*(self.valid(s["properties"][key]) for key in both)).filter(
+                lambda p: all(v is not None for v in p)
+            )
             options.append(pair.map(lambda p: ({**value, **dict(zip(both, p, strict=True))}, join(both[0]))))
         return options
 

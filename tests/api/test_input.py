@@ -135,6 +135,17 @@ def test_run_at_and_delay_together_is_422(producer):
     )
 
 
+def test_a_null_run_at_or_delay_counts_as_not_given(producer):
+    """Both are nullable: a null one beside the other is no conflict."""
+    for body in (
+        {"run_at": None, "delay_seconds": 60},
+        {"run_at": "2030-01-01T00:00:00Z", "delay_seconds": None},
+    ):
+        response = producer.post("/jobs", json={"type": "email", **body})
+        assert response.status_code == 201, response.get_json()
+        assert response.get_json()["available_at"] > response.get_json()["created_at"]  # delayed
+
+
 def test_payload_over_64_kib_is_422(producer):
     payload = {"blob": "x" * 65536}
     body = assert_problem(producer.post("/jobs", json={"type": "email", "payload": payload}), 422)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from queuelog.queue.admin import AdminStore
+from tests.client.proxy import FlakyProxy
 from tests.worker.processes import FAST, session, wait_until
 
 
@@ -33,6 +34,29 @@ def test_an_idle_worker_in_a_long_poll_stops_within_two_seconds(app, keys, live_
     text = workers.output(proc)
     assert f"stopping ({signum.name})" in text and "stopped cleanly: 0 completed" in text
     assert "claim failed" not in text and "Traceback" not in text and "WARNING" not in text
+
+
+def test_a_worker_whose_claim_gets_no_answer_stops_within_seconds_not_the_claims_timeout(
+    app, keys, live_server, workers
+):
+    """A server (or proxy) that takes the claim and never answers: the stop cuts the claim a second past
+    its long poll instead of waiting for its 30 s timeout (docs/worker.md)."""
+    server = live_server(env=FAST)
+    proxy = FlakyProxy(server.port, ["hang"])  # the worker's first connection: its claim
+    try:
+        proc = workers.start(proxy.url, keys.raw("worker", "stuck"), "--wait-seconds", "1")
+        wait_until(lambda: proxy.requests, 20, "the worker's claim")
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=40) == 0
+        took = time.monotonic() - sent
+    finally:
+        proxy.close()
+    assert took < 1 + 1 + 1.5, f"the worker took {took:.1f}s to stop"  # the long poll, a second, slack
+    text = workers.output(proc)
+    assert "stopping (SIGTERM)" in text and "stopped cleanly: 0 completed" in text
+    assert len(proxy.requests) == 1  # the cut claim was not sent again
 
 
 def test_a_second_signal_exits_at_once_without_waiting_for_the_handler(app, keys, live_server, workers):
