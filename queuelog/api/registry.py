@@ -13,7 +13,7 @@ is ``g.principal``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from flask import g, request
 
 from queuelog.api.answers import JOB, JOB_STATE, PROBLEM
 from queuelog.api.base import bp, caller, wants_minimal
-from queuelog.api.problems import ApiError
+from queuelog.api.problems import ApiError, refused
 from queuelog.api.shapes import REF, Configured, Field, Shape
 from queuelog.api.validation import header_text, query_values, read_body
 
@@ -209,10 +209,7 @@ def _handler(op: Operation, view: Callable) -> Callable:
         if body is not None:
             raw = read_body()
             try:
-                args["body"] = body.parse(raw)
-                for header in headers:
-                    value = header_text(header.name)
-                    args[header.argument] = None if value is None else header.field.parse(value, header.name)
+                args.update(_parsed(body, headers, raw))
             except ApiError as exc:
                 if refused is None:
                     raise
@@ -224,6 +221,30 @@ def _handler(op: Operation, view: Callable) -> Callable:
     handler.__name__ = view.__name__
     handler.__doc__ = view.__doc__
     return handler
+
+
+def _parsed(body: Any, headers: Sequence[Header], raw: dict[str, Any]) -> dict[str, Any]:
+    """The body and the declared headers, parsed: their arguments of the view. Every bad field of the
+    body and every bad header are named in one 422 (an unknown field and a bad Idempotency-Key, say)."""
+    args: dict[str, Any] = {}
+    errors: list[dict[str, Any]] = []
+    try:
+        args["body"] = body.parse(raw)
+    except ApiError as exc:
+        if exc.status != 422 or not exc.errors:
+            raise
+        errors += exc.errors
+    for header in headers:
+        try:
+            value = header_text(header.name)
+            args[header.argument] = None if value is None else header.field.parse(value, header.name)
+        except ApiError as exc:
+            if exc.status != 422 or not exc.errors:
+                raise
+            errors += exc.errors
+    if errors:
+        raise refused(errors)
+    return args
 
 
 def paths(operations: list[Operation] = OPERATIONS) -> dict[str, Any]:

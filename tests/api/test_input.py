@@ -91,6 +91,18 @@ def test_an_integer_of_more_digits_than_python_converts_is_422_not_malformed(pro
     assert kept.status_code == 201 and kept.get_json()["payload"]["n"] == -int("9" * 4300)
 
 
+def test_a_bad_body_and_a_bad_header_are_named_together(producer, admin):
+    for path, body in (
+        ("/jobs", {"type": "email", "max_retries": 99}),
+        ("/jobs/batch", {"jobs": [{"type": "email", "max_retries": 99}]}),
+        ("/batches", {"jobs": [{"type": "email", "max_retries": 99}]}),
+    ):
+        response = producer.post(path, json=body, headers={"Idempotency-Key": "a\x01"})
+        fields = [e["field"] for e in assert_problem(response, 422)["errors"]]
+        assert fields[-1] == "Idempotency-Key" and len(fields) == 2, fields
+    assert admin.get("/jobs").json["jobs"] == []
+
+
 def test_worker_id_field_is_refused(producer, worker):
     producer.post("/jobs", json={"type": "email"})
     body = assert_problem(worker.post("/jobs/claim", json={"worker_id": "someone-else"}), 422)
