@@ -119,9 +119,6 @@ def raw_loop(
     conn = target.raw_connect(url)
     if logs_itself:
         conn.autocommit = True
-        # The engine plans its claims so (sql.CLAIM_PLANNING): down the claim index, whatever the new
-        # table's statistics say. Its completions by id plan alike either way.
-        conn.execute("SET enable_bitmapscan = off")
     cur = conn.cursor()
     specs = [_spec(i) for i in range(n)]
 

@@ -31,7 +31,6 @@ from queuelog.engines.postgres.sql import (
     CANCEL_HELD,
     CLAIM,
     CLAIM_IN_ORDER,
-    CLAIM_PLANNING,
     CLAIM_REQUEST,
     CLAIMABLE,
     COMPLETE,
@@ -131,11 +130,10 @@ KEEP = (DROP_CLAIM_REQUESTS, KEEP_CLAIM_REQUEST)  # after a claim with a request
 def _claim_under_lock(
     conn: Any, cur: Any, lock: str, statement: str, params: dict[str, Any], keep: Sequence[str] = ()
 ) -> tuple[list[Any], bool]:
-    """Queue, in the caller's pipeline, the claim's transaction: plan it in claim order (CLAIM_PLANNING),
-    lock the limited types, claim, (keep its request id), look whether a job in a workflow has an expired
-    lease (those are settled apart: docs/workflows.md), commit."""
+    """Queue, in the caller's pipeline, the claim's transaction: lock the limited types, claim, (keep its
+    request id), look whether a job in a workflow has an expired lease (those are settled apart:
+    docs/workflows.md), commit."""
     conn.execute("BEGIN")
-    conn.execute(CLAIM_PLANNING)
     conn.execute(lock, params)
     cur.execute(statement, params)
     rows = cur.fetchall() if keep else None  # the kept request names the claimed jobs' token

@@ -306,13 +306,6 @@ _SETTLING_CANCELLED = (
 _SETTLE_CANCELLED = _SETTLING_CANCELLED.format(which=_PLAIN)
 EXPIRE_CANCELLED = f"{_SETTLE_CANCELLED} SELECT {JOB_COLUMNS} FROM x"
 EXPIRE_CANCELLED_FLOW = f"{_SETTLING_CANCELLED.format(which=f'NOT ({_PLAIN})')} SELECT {JOB_COLUMNS} FROM x"
-# The claim's plan may not read the pending jobs through a bitmap: that reads every pending job and sorts
-# them all for the first few, and the planner takes it whenever the table's statistics are older than its
-# backlog (a table analysed while empty, or never, as a new install's is): a prepared claim keeps that plan
-# (a generic plan) until the next ANALYZE, every claim reading the whole backlog meanwhile. Off for the
-# claim's transaction alone, the pick goes down ix_jobs_claim in claim order and stops at its limit,
-# whatever the statistics say (tests/engines/test_postgres_plans.py; docs/performance.md#claims-stay-flat-at-any-backlog).
-CLAIM_PLANNING = "SET LOCAL enable_bitmapscan = off"
 # The claim's first statement: the same, and the limited types' rows locked (LOCK_LIMITED), in one
 # statement of the claim's transaction; the claim statement that follows sees both (docs/flow-control.md).
 SETTLE_AND_LOCK = {typed: f"{_SETTLE_CANCELLED} {lock}" for typed, lock in LOCK_LIMITED.items()}
