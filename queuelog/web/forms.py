@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from flask import request
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import (
@@ -27,6 +30,19 @@ from wtforms.validators import (
 from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH
 from queuelog.queue.inputs import DEFAULT_MAX_RETRIES, MAX_CRON_LENGTH, MAX_KEY_LENGTH, MAX_RETRIES_LIMIT
 from queuelog.queue.types import MAX_DESCRIPTION, NAME_MAX_LENGTH
+
+
+class PageForm(FlaskForm):
+    """A page's form: its data come from the form-encoded (or multipart) body alone. Flask-WTF would read a
+    JSON body as the form's data too, which no page sends and whose values need not be text (a number, a
+    list, a lone surrogate): such a body counts as an empty form, refused field by field."""
+
+    class Meta(FlaskForm.Meta):
+        def wrap_formdata(self, form: Any, formdata: Any) -> Any:
+            if request.is_json and not request.form and not request.files:
+                formdata = request.form  # empty
+            return super().wrap_formdata(form, formdata)
+
 
 # Our own messages, so that they are translated with the rest of the page in every language we offer.
 REQUIRED = _l("This field is required.")
@@ -64,12 +80,12 @@ def _new_password(label) -> PasswordField:
     )
 
 
-class LoginForm(FlaskForm):
+class LoginForm(PageForm):
     username = StringField(_l("Username"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
     password = PasswordField(_l("Password"), validators=[DataRequired(message=REQUIRED), _length(high=256)])
 
 
-class SubmitJobForm(FlaskForm):
+class SubmitJobForm(PageForm):
     """A job to enqueue. The type and the priority are judged by the queue and the principal, not by the
     menus (which list what was allowed when the page was drawn), so that their refusals are the domain's."""
 
@@ -92,11 +108,11 @@ class SubmitJobForm(FlaskForm):
     )
 
 
-class ConfirmForm(FlaskForm):
+class ConfirmForm(PageForm):
     """A form with nothing but its CSRF token, for buttons that change something."""
 
 
-class UserCreateForm(FlaskForm):
+class UserCreateForm(PageForm):
     username = StringField(_l("Username"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
     role = SelectField(
         _l("Role"), choices=[SelectChoice("producer", _l("producer")), SelectChoice("admin", _l("admin"))]
@@ -104,17 +120,17 @@ class UserCreateForm(FlaskForm):
     password = _new_password(_l("Password"))
 
 
-class UserRoleForm(FlaskForm):
+class UserRoleForm(PageForm):
     role = SelectField(
         _l("Role"), choices=[SelectChoice("producer", _l("producer")), SelectChoice("admin", _l("admin"))]
     )
 
 
-class PasswordResetForm(FlaskForm):
+class PasswordResetForm(PageForm):
     password = _new_password(_l("New password"))
 
 
-class PasswordChangeForm(FlaskForm):
+class PasswordChangeForm(PageForm):
     """Changing one's own password on the settings page."""
 
     current_password = PasswordField(_l("Current password"), validators=[InputRequired(message=REQUIRED)])
@@ -125,7 +141,7 @@ class PasswordChangeForm(FlaskForm):
     )
 
 
-class KeyCreateForm(FlaskForm):
+class KeyCreateForm(PageForm):
     name = StringField(_l("Key name"), validators=[DataRequired(message=REQUIRED), _length(high=64)])
     kind = SelectField(
         _l("Kind"), choices=[SelectChoice("worker", _l("worker")), SelectChoice("producer", _l("producer"))]
@@ -133,7 +149,7 @@ class KeyCreateForm(FlaskForm):
     user = SelectField(_l("User (producer keys)"), validators=[Optional()])
 
 
-class JobTypeForm(FlaskForm):
+class JobTypeForm(PageForm):
     name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=NAME_MAX_LENGTH)])
     description = TextAreaField(_l("Description"), validators=[_length(high=MAX_DESCRIPTION)])
     payload_schema = TextAreaField(_l("Payload JSON Schema (optional)"))
@@ -149,7 +165,7 @@ class JobTypeEditForm(JobTypeForm):
     rate_period = StringField(_l("Rate period (seconds)"), render_kw={"inputmode": "numeric"})
 
 
-class ScheduleForm(FlaskForm):
+class ScheduleForm(PageForm):
     """A schedule (docs/schedules.md); its rules are checked by the queue layer, beside each field."""
 
     name = StringField(_l("Name"), validators=[DataRequired(message=REQUIRED), _length(high=55)])

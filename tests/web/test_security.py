@@ -26,6 +26,29 @@ def test_login_without_or_with_a_wrong_csrf_token_is_rejected(client):
     assert client.get("/").status_code == 302  # still not logged in
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[1, 2]",
+        b'{"username": 5, "password": "x"}',
+        b'{"username": "bob", "password": "x\\ud800"}',
+        b"[" * 5000,
+    ],
+    ids=["array", "number", "surrogate", "deep"],
+)
+def test_a_json_body_sent_to_a_page_form_is_an_empty_form_never_a_500(client, admin_browser, producer, body):
+    """No page sends JSON; Flask-WTF would read it as the form, values that are not text and all."""
+    token = csrf_token(client.get("/login").get_data(as_text=True))
+    headers = {"Content-Type": "application/json", "X-CSRFToken": token}
+    login = client.post("/login", data=body, headers=headers)
+    assert login.status_code in (200, 400, 422) and client.get("/").status_code == 302  # not logged in
+    page = admin_browser.client.get("/submit").get_data(as_text=True)
+    headers = {"Content-Type": "application/json", "X-CSRFToken": csrf_token(page)}
+    submitted = admin_browser.client.post("/submit", data=body.replace(b"username", b"type"), headers=headers)
+    assert submitted.status_code in (200, 400, 422)
+    assert producer.get("/jobs").json["jobs"] == []  # nothing written
+
+
 def test_state_changing_forms_need_the_token(admin_browser, producer):
     job = producer.post("/jobs", json={"type": "email"}).json
     forged = admin_browser.client.post(f"/queue/{job['id']}/cancel", data={"csrf_token": "forged"})
