@@ -52,13 +52,19 @@ class SettingError(ValueError):
     """A setting's value is not one it accepts; ``str()`` is the one line start-up prints."""
 
 
+MAX_DURATION = timedelta(days=36_500)  # a century: longer spans are typing slips, and overflow dates
+
+
 def parse_duration(text: str) -> timedelta:
-    """``7d``, ``12h``, ``30m``, ``45s`` or plain seconds, as a timedelta."""
+    """``7d``, ``12h``, ``30m``, ``45s`` or plain seconds, as a timedelta of at most a century."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text or "")
     if not match:
         raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 45s)")
     unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
-    return timedelta(seconds=float(match.group(1)) * unit)
+    seconds = float(match.group(1)) * unit
+    if not seconds <= MAX_DURATION.total_seconds():  # also inf, from a number of 309 digits
+        raise ValueError(f"too long a duration: {text.strip()!r} (at most {MAX_DURATION.days:,}d)")
+    return timedelta(seconds=seconds)
 
 
 # The kinds of value. Each reads a variable's text or an override's value (which may already be typed: an

@@ -61,6 +61,12 @@ def test_prune_command_frees_idempotency_keys(app, runner, producer, worker):
     assert again.status_code == 201 and again.json["id"] != first["id"]
     bad = runner.invoke(args=["jobs", "prune", "--older-than", "soon"])
     assert bad.exit_code != 0 and "not a duration" in bad.output
+    for far in ("1000000d", "9999999999w", "1" + "0" * 400):  # past a century: one line, never a traceback
+        refused = runner.invoke(args=["jobs", "prune", "--older-than", far])
+        assert refused.exit_code == 1 and refused.output.startswith("Error: too long a duration"), (
+            refused.output
+        )
+    assert runner.invoke(args=["jobs", "prune", "--older-than", "36500d"]).exit_code == 0  # a century may be
 
 
 def test_scheduled_pruning_runs_in_the_app(app, backend, tmp_path):

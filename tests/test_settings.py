@@ -59,6 +59,8 @@ def refusal(environ: dict[str, str]) -> str:
         ("AUTO_UPGRADE", "2", "true or false (also 1/0, yes/no, on/off)"),
         ("SESSION_IDLE", "2 hours", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
         ("RETENTION", "7y", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
+        ("RETENTION", "1000000d", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
+        ("SESSION_IDLE", "9999999999w", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
         ("DATABASE_URL", "queue.sqlite3", SPECS["DATABASE_URL"].accepts),
     ],
 )

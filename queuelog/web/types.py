@@ -65,7 +65,10 @@ def flow_rows(running: dict[str, int]) -> list[dict[str, Any]]:
 def _schema_from(form: JobTypeForm):
     """The schema typed in the form, parsed (None when empty), and whether it parsed; the queue layer
     checks it (``check_schema``)."""
-    text = (form.payload_schema.data or "").strip()
+    data = form.payload_schema.data
+    if not isinstance(data, str):  # a post without the field: the form holds the stored schema, kept as it is
+        return data, True
+    text = data.strip()
     if not text:
         return None, True
     try:

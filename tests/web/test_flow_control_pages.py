@@ -157,3 +157,17 @@ def test_a_form_without_the_limit_fields_keeps_the_limits(admin_browser, queue):
     saved = admin_browser.submit("/admin/types/email", description="Only this", payload_schema="")
     assert saved.status_code == 302
     assert settings(queue) == ("Only this", 4, 9, 30)
+
+
+def test_a_type_form_posted_without_its_schema_field_keeps_the_schema(admin_browser, queue):
+    """A browser always sends the field; a hand-made post may not: the stored schema stays, never a 500."""
+    schema = {"type": "object", "required": ["to"]}
+    admin_browser.submit(
+        "/admin/types/email", **{**FORM, "payload_schema": '{"type": "object", "required": ["to"]}'}
+    )
+    assert queue.types.get("email").payload_schema == schema
+    data = {key: value for key, value in FORM.items() if key != "payload_schema"}
+    saved = admin_browser.submit("/admin/types/email", **{**data, "description": "Mail, kept"})
+    assert saved.status_code == 302
+    kept = queue.types.get("email")
+    assert kept.payload_schema == schema and kept.description == "Mail, kept"
