@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from queuelog.access.refusals import PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH, check_password
+from queuelog.inputs import TYPE_NAME_PATTERN
 from queuelog.paths import make_private_folder
 
 PREFIX = "QUEUELOG_"
@@ -190,6 +191,18 @@ class Text:
 
 
 @dataclass(frozen=True)
+class TypeNames(Text):
+    """Comma-separated job type names, each as the allowlist takes them (queuelog.inputs)."""
+
+    def __call__(self, value: Any) -> str:
+        text = super().__call__(value)
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        if not names or not all(re.fullmatch(TYPE_NAME_PATTERN, name) for name in names):
+            raise ValueError(value)
+        return text
+
+
+@dataclass(frozen=True)
 class Secret(Text):
     """Text the start-up error does not repeat: it would land in logs."""
 
@@ -244,12 +257,21 @@ class PasswordHash:
     accepts = "a password hash method: scrypt, scrypt:N:R:P, pbkdf2:sha256 or pbkdf2:sha256:ITERATIONS"
 
     def __call__(self, value: Any) -> str:
-        if not isinstance(value, str) or not _PASSWORD_HASH.fullmatch(value.strip()):
+        match = _PASSWORD_HASH.fullmatch(value.strip()) if isinstance(value, str) else None
+        if match is None:
+            raise ValueError(value)
+        if match["n"] is not None:  # what hashlib takes: N a power of 2 (from 1024: less runs out of
+            n, r, p = (int(match[key]) for key in "nrp")  # OpenSSL's memory bound), R and P from 1
+            if n < 1024 or n & (n - 1) or r < 1 or p < 1:
+                raise ValueError(value)
+        if match["iterations"] is not None and int(match["iterations"]) < 1:
             raise ValueError(value)
         return value.strip()
 
 
-_PASSWORD_HASH = re.compile(r"scrypt(:\d+){0,3}|pbkdf2(:sha(256|512)(:\d+)?)?")
+_PASSWORD_HASH = re.compile(
+    r"scrypt(:(?P<n>\d+):(?P<r>\d+):(?P<p>\d+))?|pbkdf2(:sha(256|512)(:(?P<iterations>\d+))?)?"
+)
 
 
 def setting(default: Any, kind: Callable[[Any], Any]) -> Any:
@@ -273,7 +295,7 @@ class Settings(Mapping[str, Any]):
     max_payload_depth: int = setting(32, Integer(1, 200))  # well inside Python's recursion limit
     retry_backoff_base: float = setting(2.0, Seconds(0))  # 0: retry at once
     retry_backoff_max: float = setting(3600.0, Seconds(0))
-    job_types: str = setting("email,pdf,sync", Text("comma-separated job type names"))
+    job_types: str = setting("email,pdf,sync", TypeNames("comma-separated job type names"))
     admin_password: str | None = setting(None, Password())
     # How new passwords are hashed: scrypt, slow on purpose. The test suite sets a cheap one
     # (pbkdf2:sha256:1, tests/conftest.py); a production server keeps the default.

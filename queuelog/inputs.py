@@ -47,3 +47,9 @@ def ascii_int(text: str | None, *, max_digits: int = 18) -> int | None:
     if text and len(text) <= max_digits and text.isascii() and text.isdigit():
         return int(text)
     return None
+
+
+# A job type's name (the allowlist's, and QUEUELOG_JOB_TYPES's): 1 to 64 letters, digits and "_.:-",
+# starting with a letter or a digit.
+TYPE_NAME_MAX_LENGTH = 64
+TYPE_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{TYPE_NAME_MAX_LENGTH - 1}}}$"

@@ -157,3 +157,13 @@ def test_a_too_long_description_is_refused_by_the_command_line(runner, queue):
         result.exit_code == 1 and result.stderr == "Error: --description: must be at most 2000 characters\n"
     )
     assert "report" not in [t.name for t in queue.types.all()]
+
+
+def test_a_description_with_tabs_and_line_breaks_stays_in_its_cell(runner):
+    """Each type is one line of six tab-separated fields (docs/cli.md), whatever its description holds."""
+    added = runner.invoke(args=["types", "add", "report", "--description", "line1\nline2\tx\r\nend"])
+    assert added.exit_code == 0, added.output
+    rows = runner.invoke(args=["types", "list"]).output.splitlines()
+    [row] = [line for line in rows if line.startswith("report\t")]
+    assert row.split("\t") == ["report", "enabled", "-", "line1 line2 x end", "-", "-"]
+    assert all(len(line.split("\t")) == 6 for line in rows)

@@ -61,6 +61,13 @@ def refusal(environ: dict[str, str]) -> str:
         ("RETENTION", "7y", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
         ("RETENTION", "1000000d", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
         ("SESSION_IDLE", "9999999999w", "a duration (45s, 30m, 12h, 7d, 2w) of at least 1s"),
+        ("JOB_TYPES", "-bad,ok", "comma-separated job type names"),
+        ("JOB_TYPES", "bad name", "comma-separated job type names"),
+        ("JOB_TYPES", " , ", "comma-separated job type names"),
+        ("PASSWORD_HASH", "scrypt:1:1:1", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "scrypt:16384", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "scrypt:3000:8:1", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "pbkdf2:sha256:0", SPECS["PASSWORD_HASH"].accepts),
         ("DATABASE_URL", "queue.sqlite3", SPECS["DATABASE_URL"].accepts),
     ],
 )
@@ -143,6 +150,22 @@ def test_the_bool_words_in_any_case(word, value):
         read_settings({PREFIX + "SESSION_COOKIE_SECURE": f" {word.upper()} "})["SESSION_COOKIE_SECURE"]
         is value
     )
+
+
+def test_each_password_hash_it_takes_hashes_a_password():
+    """What start-up accepts works when a password is set (werkzeug refuses N not a power of 2, say)."""
+    from werkzeug.security import check_password_hash, generate_password_hash
+
+    for method in (
+        "scrypt",
+        "scrypt:1024:1:1",
+        "scrypt:16384:8:1",
+        "pbkdf2",
+        "pbkdf2:sha256",
+        "pbkdf2:sha512:1",
+    ):
+        taken = read_settings({PREFIX + "PASSWORD_HASH": method})["PASSWORD_HASH"]
+        assert check_password_hash(generate_password_hash("a-password", method=taken), "a-password")
 
 
 def test_durations_in_each_unit_and_in_plain_seconds():

@@ -7,7 +7,6 @@ imports it back."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import click
 from flask import Flask, current_app
@@ -15,6 +14,7 @@ from flask.cli import AppGroup
 
 from queuelog.access.auth import AuthError, Refusal
 from queuelog.cli.batches import batches_cli
+from queuelog.cli.rows import text_cell, time_cell
 from queuelog.cli.schedules import schedules_cli
 from queuelog.cli.types import types_cli
 from queuelog.config import parse_duration
@@ -53,11 +53,6 @@ _TYPE_WORDS = {
 
 def _refused(exc: AuthError) -> None:
     _fail(_WORDING.get(exc.code, str(exc)))
-
-
-def _time(value: datetime | None) -> str:
-    """RFC 3339 in UTC, to the second, or "-"."""
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 db_cli = AppGroup("db", help="Database schema.")
@@ -115,7 +110,7 @@ def users_list() -> None:
     """List users: name, role, active or inactive, created (UTC), one per line, tab-separated."""
     for user in _ext("admin").users():
         state = "active" if user.active else "inactive"
-        click.echo(f"{user.username}\t{user.role}\t{state}\t{_time(user.created_at)}")
+        click.echo(f"{user.username}\t{user.role}\t{state}\t{time_cell(user.created_at)}")
 
 
 @users_cli.command("set-password")
@@ -139,7 +134,7 @@ def keys_list() -> None:
     Times are UTC; "-" stands for none (no user, never used, not revoked)."""
     for key, username in _ext("admin").keys():
         times = (key.created_at, key.last_used_at, key.revoked_at)
-        click.echo("\t".join([key.name, key.kind, username or "-", *map(_time, times)]))
+        click.echo("\t".join([key.name, key.kind, username or "-", *map(time_cell, times)]))
 
 
 @keys_cli.command("create")
@@ -199,7 +194,7 @@ def types_list() -> None:
         state = "disabled" if not t.enabled else ("paused" if t.paused else "enabled")
         schema = "schema" if t.payload_schema is not None else "-"
         concurrency = "-" if t.concurrency_limit is None else t.concurrency_limit
-        click.echo(f"{t.name}\t{state}\t{schema}\t{t.description}\t{concurrency}\t{rate_text(t)}")
+        click.echo(f"{t.name}\t{state}\t{schema}\t{text_cell(t.description)}\t{concurrency}\t{rate_text(t)}")
 
 
 def _set_type(name: str, action: str, **changes) -> None:

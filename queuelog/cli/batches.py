@@ -5,13 +5,13 @@ rows, times in RFC 3339 UTC, ``-`` for nothing)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
+from queuelog.cli.rows import text_cell, time_cell
 from queuelog.models import BATCH_STATUSES, STATUSES
 from queuelog.queue import JobNotFound, JobRecord, JobSearch, Queue, QueueError
 from queuelog.queue.console import Console
@@ -24,10 +24,6 @@ batches_cli = AppGroup("batches", help="Batches of jobs: their progress, their j
 
 def _queue() -> Queue:
     return current_app.extensions["queuelog"]["queue"]
-
-
-def _time(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _finished(batch: BatchRecord) -> int:
@@ -43,9 +39,9 @@ def _row(batch: BatchRecord) -> str:
             batch.status,
             f"{_finished(batch)}/{batch.total}",
             batch.owner,
-            _time(batch.created_at),
-            _time(batch.finished_at),
-            batch.description or "-",
+            time_cell(batch.created_at),
+            time_cell(batch.finished_at),
+            text_cell(batch.description),
         ]
     )
 
@@ -86,8 +82,8 @@ def batches_show(batch_id: int, as_json: bool) -> None:
             "counts": {status: counts.get(status, 0) for status in STATUSES},
             "on_success_job": batch.on_success_job,
             "on_finish_job": batch.on_finish_job,
-            "created_at": _time(batch.created_at),
-            "finished_at": None if batch.finished_at is None else _time(batch.finished_at),
+            "created_at": time_cell(batch.created_at),
+            "finished_at": None if batch.finished_at is None else time_cell(batch.finished_at),
             "jobs": [
                 {"id": m.id, "type": m.type, "status": m.status, "depends_on": _ids(m.depends_on)}
                 for m in members

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 from flask import current_app
 from flask.cli import AppGroup
 
+from queuelog.cli.rows import time_cell
 from queuelog.models import PRIORITIES, PRIORITY_NAMES, Schedule
 from queuelog.queue import Code, JobValidationError, QueueError
 from queuelog.queue.errors import each_refusal
@@ -22,10 +22,6 @@ schedules_cli = AppGroup("schedules", help="Periodic jobs: cron expressions or f
 
 def _schedules() -> Schedules:
     return current_app.extensions["queuelog"]["schedules"]
-
-
-def _time(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def timing_text(schedule: Schedule) -> str:
@@ -136,7 +132,7 @@ def schedules_add(
         schedule = _schedules().add(values, "cli")
     except JobValidationError as exc:
         raise _refused(exc) from None
-    state = "paused" if schedule.paused else f"next {_time(schedule.next_fire_at)}"
+    state = "paused" if schedule.paused else f"next {time_cell(schedule.next_fire_at)}"
     click.echo(f"added schedule {name} ({state})")
 
 
@@ -145,7 +141,7 @@ def schedules_list() -> None:
     """List schedules: name, state, timing, type, priority, next and last fire time (UTC), tab-separated."""
     for s in _schedules().all():
         state = "paused" if s.paused else "active"
-        times = (_time(None if s.paused else s.next_fire_at), _time(s.last_fire_at))
+        times = (time_cell(None if s.paused else s.next_fire_at), time_cell(s.last_fire_at))
         click.echo(
             "\t".join([s.name, state, timing_text(s), s.type, PRIORITY_NAMES.get(s.priority, "?"), *times])
         )
@@ -171,7 +167,7 @@ def schedules_pause(name: str) -> None:
 def schedules_resume(name: str) -> None:
     """Fire the schedule again, from its next slot on."""
     schedule = _act("resume", name)
-    click.echo(f"resumed schedule {name} (next {_time(schedule.next_fire_at)})")
+    click.echo(f"resumed schedule {name} (next {time_cell(schedule.next_fire_at)})")
 
 
 @schedules_cli.command("run")

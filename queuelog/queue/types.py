@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from queuelog.access.refusals import Refused
 from queuelog.engines import engine_for
-from queuelog.inputs import text_problem
+from queuelog.inputs import TYPE_NAME_MAX_LENGTH, TYPE_NAME_PATTERN, text_problem
 from queuelog.models import AuditLog, JobType
 from queuelog.queue.admin import audit_row
 from queuelog.queue.errors import Code, JobTypeNotFound, JobValidationError, refuse_each
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from queuelog.engines.records import JobTypeAudit
     from queuelog.queue.spec import JobSpec
 
-NAME_MAX_LENGTH = 64
+NAME_MAX_LENGTH = TYPE_NAME_MAX_LENGTH
 MAX_DESCRIPTION = 2000  # characters
-NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{NAME_MAX_LENGTH - 1}}}$"
+NAME_PATTERN = TYPE_NAME_PATTERN
 
 
 MAX_SCHEMA_DEPTH = 32
