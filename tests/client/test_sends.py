@@ -18,6 +18,17 @@ from queuelog.worker.reports import COMPLETED, Report, Reporter
 from tests.client.proxy import FlakyProxy, canned
 
 
+def claimed(served) -> tuple[str, dict]:
+    """A new worker key and the one job it claimed, straight from the server."""
+    key = served.worker_key()
+    direct = QueueClient(served.url, key)
+    try:
+        [job] = direct.claim(limit=1, wait_seconds=0)
+    finally:
+        direct.transport.close()
+    return key, job
+
+
 def posts(proxy: FlakyProxy, path: str) -> int:
     return sum(request.startswith(f"POST {path} ".encode()) for request in proxy.requests)
 
@@ -53,12 +64,7 @@ def test_the_transports_second_send_counts_against_the_bound(served):
 def test_jobs_added_to_a_batch_go_out_once_even_on_a_dropped_kept_alive_connection(served):
     producer = served.client()
     batch = producer.batch([{"type": "email", "payload": {"n": 1}}])
-    key = served.worker_key()
-    direct = QueueClient(served.url, key)
-    try:
-        [job] = direct.claim(limit=1, wait_seconds=0)
-    finally:
-        direct.transport.close()
+    key, job = claimed(served)
     proxy = FlakyProxy(served.port, [("forward", "drop")])
     client = QueueClient(proxy.url, key)
     try:
@@ -75,12 +81,7 @@ def test_jobs_added_to_a_batch_go_out_once_even_on_a_dropped_kept_alive_connecti
 def test_a_report_waits_at_least_the_servers_retry_after(served):
     producer = served.client()
     made = producer.enqueue("email", {"n": 1})
-    key = served.worker_key()
-    direct = QueueClient(served.url, key)
-    try:
-        [job] = direct.claim(limit=1, wait_seconds=0)
-    finally:
-        direct.transport.close()
+    key, job = claimed(served)
     busy = canned("503 Service Unavailable", b'{"status": 503}', "application/problem+json", "Retry-After: 2")
     proxy = FlakyProxy(served.port, [busy])
     client = QueueClient(proxy.url, key)
