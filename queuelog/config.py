@@ -166,8 +166,8 @@ class Duration:
         if isinstance(value, str):
             value = parse_duration(value)
         elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            value = timedelta(seconds=value)
-        if not isinstance(value, timedelta) or value < self.low:
+            value = timedelta(seconds=min(value, MAX_DURATION.total_seconds() + 1))  # past it: refused
+        if not isinstance(value, timedelta) or not self.low <= value <= MAX_DURATION:
             raise ValueError(value)
         return value
 
@@ -260,11 +260,20 @@ class PasswordHash:
         match = _PASSWORD_HASH.fullmatch(value.strip()) if isinstance(value, str) else None
         if match is None:
             raise ValueError(value)
-        if match["n"] is not None:  # what hashlib takes: N a power of 2 (from 1024: less runs out of
-            n, r, p = (int(match[key]) for key in "nrp")  # OpenSSL's memory bound), R and P from 1
-            if n < 1024 or n & (n - 1) or r < 1 or p < 1:
+        if match["n"] is not None:
+            n, r, p = (int(match[key]) for key in "nrp")
+            # What hashlib and OpenSSL take: N a power of 2 below 2^(16R), from 1024 (less runs out of
+            # OpenSSL's own memory), R and P from 1, and werkzeug's memory bound of 132·N·R·P below 2 GiB.
+            if (
+                n < 1024
+                or n & (n - 1)
+                or r < 1
+                or p < 1
+                or n >= 2 ** (16 * r)
+                or 132 * n * r * p >= 2**31 - 1
+            ):
                 raise ValueError(value)
-        if match["iterations"] is not None and int(match["iterations"]) < 1:
+        if match["iterations"] is not None and not 1 <= int(match["iterations"]) < 2**31:
             raise ValueError(value)
         return value.strip()
 

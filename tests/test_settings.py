@@ -68,6 +68,9 @@ def refusal(environ: dict[str, str]) -> str:
         ("PASSWORD_HASH", "scrypt:16384", SPECS["PASSWORD_HASH"].accepts),
         ("PASSWORD_HASH", "scrypt:3000:8:1", SPECS["PASSWORD_HASH"].accepts),
         ("PASSWORD_HASH", "pbkdf2:sha256:0", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "pbkdf2:sha256:3000000000", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "scrypt:4194304:8:1", SPECS["PASSWORD_HASH"].accepts),
+        ("PASSWORD_HASH", "scrypt:131072:1:1", SPECS["PASSWORD_HASH"].accepts),
         ("DATABASE_URL", "queue.sqlite3", SPECS["DATABASE_URL"].accepts),
     ],
 )
