@@ -41,7 +41,7 @@ def _row(batch: BatchRecord) -> str:
             batch.owner,
             time_cell(batch.created_at),
             time_cell(batch.finished_at),
-            text_cell(batch.description),
+            text_cell(batch.description) or "-",
         ]
     )
 

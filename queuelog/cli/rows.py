@@ -11,6 +11,6 @@ def time_cell(value: datetime | None) -> str:
 
 
 def text_cell(text: str | None) -> str:
-    """Free text (a description), "-" when empty: its tabs and line breaks shown as spaces, so that a row
-    stays one line of its fields."""
-    return " ".join(text.replace("\t", " ").splitlines()) if text else "-"
+    """Free text (a description): its tabs and line breaks shown as spaces, so that a row stays one line of
+    its fields."""
+    return " ".join(text.replace("\t", " ").splitlines()) if text else ""
