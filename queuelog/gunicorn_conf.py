@@ -34,8 +34,9 @@ bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # database connection and running no query (queuelog/queue/wakeups.py): each process has
 # QUEUELOG_MAX_WAITING_POLLS threads for them on top of QUEUELOG_THREADS for every other request, so that
 # waiting workers never take a page's or an API call's thread (docs/operations.md#wake-ups). Beyond that
-# many, a claim that finds nothing answers at once with Retry-After.
-worker_class = "gthread"
+# many, a claim that finds nothing answers at once with Retry-After. queuelog's gthread spreads new
+# connections evenly over the processes (queuelog/gunicorn_worker.py says why).
+worker_class = "queuelog.gunicorn_worker.ThreadWorker"
 workers = _count("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count()))
 threads = (
     _count("QUEUELOG_THREADS", 8) + read_settings()["MAX_WAITING_POLLS"]

@@ -392,7 +392,7 @@ class LiveServer:
             "--threads",
             str(threads),
             "--worker-class",
-            "gthread",
+            "queuelog.gunicorn_worker.ThreadWorker",  # as queuelog/gunicorn_conf.py says
             "--bind",
             f"127.0.0.1:{self.port}",
             "--log-level",

@@ -169,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=4, help="http: threads per gunicorn worker (default 4)"
     )
     parser.add_argument(
+        "--worker-class",
+        default="queuelog.gunicorn_worker.ThreadWorker",  # as queuelog.bench.http.WORKER
+        help="http: gunicorn's worker class, for the do-nothing app and queuelog alike (default: queuelog's"
+        " gthread, which spreads the connections evenly over the processes; gthread: gunicorn's own)",
+    )
+    parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],
         default="wall",
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                         workers=args.workers,
                         threads=args.threads,
                         batch=args.batch,
+                        worker_class=args.worker_class,
                     )
             finally:
                 target.cleanup()

@@ -28,6 +28,10 @@ from queuelog.bench.targets import Target, progress
 from queuelog.db import Database
 from queuelog.queue.admin import AdminStore
 
+# The worker class of queuelog's gunicorn settings (queuelog/gunicorn_conf.py), for both apps: the ceiling
+# is the same stack doing nothing.
+WORKER = "queuelog.gunicorn_worker.ThreadWorker"
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -38,7 +42,9 @@ def _free_port() -> int:
 class Server:
     """gunicorn in a subprocess; samples the resident memory of its worker processes while it runs."""
 
-    def __init__(self, app: str, env: dict[str, str], workers: int, threads: int, log: Path):
+    def __init__(
+        self, app: str, env: dict[str, str], workers: int, threads: int, log: Path, worker_class: str = WORKER
+    ):
         self.port = _free_port()
         self.log = log
         args = [
@@ -50,7 +56,7 @@ class Server:
             "--threads",
             str(threads),
             "--worker-class",
-            "gthread",
+            worker_class,
             "--bind",
             f"127.0.0.1:{self.port}",
             "--keep-alive",
@@ -252,7 +258,14 @@ def _idle_share(before: list[int] | None, after: list[int] | None) -> float | No
 
 
 def scenario_http(
-    target: Target, n: int, *, clients: int = 4, workers: int = 2, threads: int = 4, batch: int = 100
+    target: Target,
+    n: int,
+    *,
+    clients: int = 4,
+    workers: int = 2,
+    threads: int = 4,
+    batch: int = 100,
+    worker_class: str = WORKER,
 ) -> list[dict[str, Any]]:
     url = target.fresh("http")
     db = Database(url)
@@ -270,11 +283,15 @@ def scenario_http(
     context = multiprocessing.get_context("spawn")
     with context.Pool(clients) as pool:
         pool.map(time.sleep, [0] * clients)  # start the client processes before timing anything
-        noop = Server("queuelog.bench.noop:app", env, workers, threads, target.folder / "noop.log")
+        noop = Server(
+            "queuelog.bench.noop:app", env, workers, threads, target.folder / "noop.log", worker_class
+        )
         server: Server | None = None
         try:
             _run_phase(pool, noop, producer_keys, "noop", max(clients, n // 5))  # warm-up, not counted
-            server = Server("queuelog:create_app()", env, workers, threads, target.folder / "queuelog.log")
+            server = Server(
+                "queuelog:create_app()", env, workers, threads, target.folder / "queuelog.log", worker_class
+            )
             _run_phase(pool, server, producer_keys, "enqueue", max(clients, n // 5))  # warm-up
 
             def measure(label: str, keys: list[str], phase: str, refill: bool = False) -> None:
