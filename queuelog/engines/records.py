@@ -142,14 +142,13 @@ class NewJob(NamedTuple):
 
 
 class DependencyMissing(Exception):
-    """``insert``: ``jobs[index]`` depends on job ``job_id`` (its ``depends_on[position]``), which does not
-    exist or which the owner may not see. The whole insert was rolled back."""
+    """``insert``: jobs depend on jobs that do not exist or that the owner may not see; ``missing`` lists
+    each as ``(index, position, job_id)``: ``jobs[index].depends_on[position]`` is ``job_id``, in order.
+    The whole insert was rolled back."""
 
-    def __init__(self, index: int, position: int, job_id: int):
-        super().__init__(f"jobs[{index}].depends_on[{position}]: no job {job_id}")
-        self.index = index
-        self.position = position
-        self.job_id = job_id
+    def __init__(self, missing: list[tuple[int, int, int]]):
+        super().__init__(", ".join(f"jobs[{i}].depends_on[{p}]: no job {job_id}" for i, p, job_id in missing))
+        self.missing = missing
 
 
 class BatchRecord(NamedTuple):

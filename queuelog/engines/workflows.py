@@ -167,9 +167,8 @@ class WorkflowEngine:
                     f.take_dependencies[scope is not None], {"ids": f.bind_ids(deps), "owner": scope}
                 ).fetchall()
                 statuses = {int(i): status for i, status in rows}
-                for position, dep in enumerate(new.depends_on):
-                    if dep not in statuses:
-                        raise DependencyMissing(index, position, dep)
+                if any(dep not in statuses for dep in new.depends_on):
+                    raise DependencyMissing(self._missing(cur, jobs, scope))
             status, cause, unfinished = _starting(new, deps, statuses)
             params = {
                 "type": new.type,
@@ -208,6 +207,21 @@ class WorkflowEngine:
                 events.append((job.id, ts, "cancelled", f"job {cause}", 0, None))
         self._log(cur, events)
         return out
+
+    def _missing(self, cur: Any, jobs: Sequence[NewJob], scope: str | None) -> list[tuple[int, int, int]]:
+        """Every dependency of ``jobs`` named by id that does not exist or that ``scope`` may not see, as
+        ``DependencyMissing`` lists them; read once a job is found to lack one, on the way to refusing the
+        insert (whose rollback undoes this statement's counts too), so that the refusal names each."""
+        f = self.flows
+        named = sorted({dep for new in jobs for dep in new.depends_on})
+        rows = cur.execute(f.take_dependencies[scope is not None], {"ids": f.bind_ids(named), "owner": scope})
+        found = {int(row[0]) for row in rows.fetchall()}
+        return [
+            (index, position, dep)
+            for index, new in enumerate(jobs)
+            for position, dep in enumerate(new.depends_on)
+            if dep not in found
+        ]
 
     def _insert_at_once(
         self,
@@ -273,9 +287,8 @@ class WorkflowEngine:
                     raise KeyConflict(index, job)
                 continue
             deps = deps_of[index]
-            for position, dep in enumerate(new.depends_on):
-                if dep not in statuses:
-                    raise DependencyMissing(index, position, dep)
+            if any(dep not in statuses for dep in new.depends_on):
+                raise DependencyMissing(self._missing(cur, jobs, scope))
             job_id = ids[index]
             status, cause, unfinished = _starting(new, deps, statuses)
             if cause is not None:

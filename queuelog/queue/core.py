@@ -141,7 +141,7 @@ class Queue(LongPolls, RunningJobs, Workflows):
         try:
             out = self.engine.insert(owner, jobs, now, scope=scope)
         except DependencyMissing as exc:
-            raise dependency_refusal(exc, f"jobs[{exc.index}]." if listed else "") from None
+            raise dependency_refusal(exc, listed=listed) from None
         except KeyConflict as exc:
             field = f"jobs[{exc.index}].idempotency_key" if listed else "idempotency_key"
             raise IdempotencyKeyReused(Code.IDEMPOTENCY_KEY_REUSED, field=field, job_id=exc.job.id) from None

@@ -27,6 +27,7 @@ from queuelog.queue.errors import (
     Code,
     IdempotencyKeyReused,
     InvalidState,
+    InvalidValues,
     JobNotFound,
     JobValidationError,
     NotLeaseHolder,
@@ -40,10 +41,18 @@ MAX_BATCH_JOBS = 1000
 MAX_DEPENDENCIES = 100
 
 
-def dependency_refusal(exc: DependencyMissing, prefix: str) -> JobValidationError:
-    """The 422 for a dependency that does not exist or that the caller may not see."""
-    field = f"{prefix}depends_on[{exc.position}]"
-    return JobValidationError(Code.DEPENDENCY_NOT_FOUND, field=field, job_id=exc.job_id)
+def dependency_refusal(exc: DependencyMissing, *, listed: bool = True) -> JobValidationError:
+    """The 422 naming each dependency that does not exist or that the caller may not see, as
+    ``jobs[i].depends_on[j]`` (``depends_on[j]`` for one job enqueued alone: ``listed`` false)."""
+    refusals = [
+        JobValidationError(
+            Code.DEPENDENCY_NOT_FOUND,
+            field=f"jobs[{index}].depends_on[{position}]" if listed else f"depends_on[{position}]",
+            job_id=job_id,
+        )
+        for index, position, job_id in exc.missing
+    ]
+    return InvalidValues(refusals) if len(refusals) > 1 else refusals[0]
 
 
 class Workflows:
@@ -85,7 +94,7 @@ class Workflows:
         try:
             made, created = self.engine.create_batch(owner, batch, now=now, scope=scope)
         except DependencyMissing as exc:
-            raise dependency_refusal(exc, f"jobs[{exc.index}].") from None
+            raise dependency_refusal(exc) from None
         except BatchConflict as exc:
             raise IdempotencyKeyReused(
                 Code.IDEMPOTENCY_KEY_REUSED, field="Idempotency-Key", job_id=exc.batch.id
@@ -143,7 +152,7 @@ class Workflows:
                 batch_id, worker, lease_token, [spec.new_job(now) for spec in specs], now=now
             )
         except DependencyMissing as exc:
-            raise dependency_refusal(exc, f"jobs[{exc.index}].") from None
+            raise dependency_refusal(exc) from None
         if added == "not_holder":
             raise NotLeaseHolder(Code.BATCH_NOT_HELD, batch_id=batch_id)
         if added == "finished":

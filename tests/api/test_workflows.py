@@ -98,6 +98,38 @@ def test_duplicate_dependencies_and_another_users_job_are_refused(producer, keys
     assert in_batch.status_code == 422 and in_batch.json["errors"][0]["field"] == "jobs[1].depends_on[0]"
 
 
+def test_each_missing_dependency_is_named_and_nothing_is_written(producer, keys, admin):
+    """Every dependency that does not exist or is another's is named, in each job of the request, not the
+    first alone; the request writes nothing (neither jobs nor the found dependency's dependents)."""
+    theirs = keys.producer("bob").post("/jobs", json={"type": "email"}).json["id"]
+    mine = producer.post("/jobs", json={"type": "email"}).json["id"]
+    before = admin.get("/jobs", query_string={"limit": 200}).json["jobs"]
+    one = producer.post("/jobs", json={"type": "email", "depends_on": [999999, mine, theirs]})
+    assert one.status_code == 422
+    assert [(e["field"], e["message"]) for e in one.json["errors"]] == [
+        ("depends_on[0]", "job 999999 does not exist"),
+        ("depends_on[2]", f"job {theirs} does not exist"),
+    ]
+    jobs = [
+        {"type": "email", "depends_on": [999999]},
+        {"type": "email", "ref": "a"},
+        {"type": "email", "depends_on": [mine, 999998, "a"]},
+    ]
+    expected = ["jobs[0].depends_on[0]", "jobs[2].depends_on[1]"]
+    plain = [{k: v for k, v in job.items() if k != "ref"} for job in jobs]
+    plain[2]["depends_on"] = [mine, 999998]
+    for path, body in (("/jobs/batch", {"jobs": plain}), ("/batches", {"jobs": jobs})):
+        answer = producer.post(path, json=body)
+        assert answer.status_code == 422, answer.json
+        assert [e["field"] for e in answer.json["errors"]] == expected, path
+    keyed = [{**job, "idempotency_key": f"k{i}"} for i, job in enumerate(plain)]  # one job at a time
+    answer = producer.post("/jobs/batch", json={"jobs": keyed})
+    assert [e["field"] for e in answer.json["errors"]] == expected
+    assert admin.get("/jobs", query_string={"limit": 200}).json["jobs"] == before
+    claimed = keys.worker("w").post("/jobs/claim", json={"limit": 10}).json["jobs"]
+    assert sorted(job["id"] for job in claimed) == sorted([theirs, mine])  # no job of the refused requests
+
+
 def test_admin_depends_on_anyones_job(keys, admin):
     bob = keys.producer("bob")
     theirs = bob.post("/jobs", json={"type": "email"}).json["id"]

@@ -87,9 +87,14 @@ def test_an_unknown_or_unseen_dependency_is_refused_and_nothing_is_written(engin
     [(theirs, _)] = engine.insert("bob", [new()], NOW)
     with pytest.raises(DependencyMissing) as refused:
         engine.insert("alice", [new(), after(new(), mine.id, theirs.id)], NOW, scope="alice")
-    assert (refused.value.index, refused.value.position, refused.value.job_id) == (1, 1, theirs.id)
-    with pytest.raises(DependencyMissing):
-        engine.insert("alice", [after(new(), 999_999)], NOW)
+    assert refused.value.missing == [(1, 1, theirs.id)]
+    with pytest.raises(DependencyMissing) as refused:  # each missing one, in each job, in order
+        engine.insert("alice", [after(new(), 999_999), new(), after(new(), mine.id, 999_998)], NOW)
+    assert refused.value.missing == [(0, 0, 999_999), (2, 1, 999_998)]
+    twice = after(new(key="k"), 999_997)  # one key twice: the jobs are inserted one at a time
+    with pytest.raises(DependencyMissing) as refused:
+        engine.insert("alice", [new(), after(new(), mine.id), twice, twice], NOW)
+    assert refused.value.missing == [(2, 0, 999_997), (3, 0, 999_997)]
     assert engine.list_jobs(owner="alice") == [engine.get(mine.id)]
     assert engine.get(mine.id).dependents == 0
     [(admins, _)] = engine.insert("root", [after(new(), theirs.id)], NOW)  # an admin: any job
