@@ -430,7 +430,13 @@ def load_settings(
     to the instance folder."""
     values = read_settings(environ, overrides)
     if not values["DATABASE_URL"] or not values["SECRET_KEY"]:
-        make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
+        try:
+            make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
+        except OSError as exc:  # a file stands there, or a folder this user may not write in
+            raise SettingError(
+                f"the instance folder {instance_path} cannot be made: {exc.strerror}"
+                " (set QUEUELOG_INSTANCE_PATH to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
+            ) from None
     if not values["DATABASE_URL"]:
         values["DATABASE_URL"] = "sqlite:///" + str(Path(instance_path) / "queuelog.sqlite3")
     if not values["SECRET_KEY"]:

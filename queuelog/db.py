@@ -48,6 +48,10 @@ def driver_sql(dialect: str, statement: str) -> str:
     return statement
 
 
+class RevisionRefused(ValueError):
+    """``Database.upgrade`` to a revision that Alembic cannot go to (unknown, or behind the database)."""
+
+
 class Database:
     """Owns the engine of one app and hands out connections in explicit transactions."""
 
@@ -311,6 +315,7 @@ class Database:
         a connection of their own without QUEUELOG_DB_STATEMENT_TIMEOUT: building an index on a large
         table may well take longer than any request should."""
         from alembic import command
+        from alembic.util import CommandError
 
         engine = None
         if self.dialect == "postgresql":
@@ -323,6 +328,8 @@ class Database:
             )
         try:
             command.upgrade(self.alembic_config(engine), revision)
+        except CommandError as exc:  # its own refusal ("Can't locate revision ..."): a line, no traceback
+            raise RevisionRefused(str(exc)) from None
         finally:
             if engine is not None:
                 engine.dispose()

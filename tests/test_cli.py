@@ -71,6 +71,9 @@ def test_refusals_go_to_stderr_with_a_nonzero_exit(runner, app):
     assert blank.exit_code == 1 and "password must not be only whitespace" in blank.stderr
     short = runner.invoke(args=["users", "create", "erin", "--role", "producer", "--password", "short"])
     assert short.exit_code == 1 and "at least 8 characters" in short.stderr
+    bogus = runner.invoke(args=["db", "upgrade", "--revision", "bogus"])
+    assert bogus.exit_code == 1  # one line, no traceback:
+    assert bogus.stderr == "Error: --revision bogus: Can't locate revision identified by 'bogus'\n"
 
 
 def test_a_revoked_keys_name_is_free_again(runner, app):

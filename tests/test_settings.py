@@ -214,6 +214,18 @@ def test_overrides_pass_the_same_checks(tmp_path):
         make_app(tmp_path, SEARCH_SCN=3)
 
 
+def test_an_instance_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    monkeypatch.setenv("QUEUELOG_INSTANCE_PATH", str(taken))
+    with pytest.raises(SystemExit) as caught:
+        create_app({"TESTING": True, "QUEUELOG": {"ADMIN_PASSWORD": ADMIN_PASSWORD}})
+    assert str(caught.value) == (
+        f"queuelog: the instance folder {taken} cannot be made: File exists (set QUEUELOG_INSTANCE_PATH"
+        " to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
+    )
+
+
 def test_overrides_may_be_typed_or_text_and_are_read_as_attributes_and_by_name(tmp_path):
     app = make_app(
         tmp_path, LEASE_SECONDS="60", SESSION_IDLE=timedelta(minutes=5), SESSION_COOKIE_SECURE=True

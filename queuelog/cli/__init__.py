@@ -18,6 +18,7 @@ from queuelog.cli.rows import text_cell, time_cell
 from queuelog.cli.schedules import schedules_cli
 from queuelog.cli.types import types_cli
 from queuelog.config import parse_duration
+from queuelog.db import RevisionRefused
 from queuelog.models import KEY_KINDS, ROLES
 from queuelog.queue import Code, QueueError
 from queuelog.queue.types import SchemaRefused
@@ -81,7 +82,10 @@ def db_upgrade(revision: str) -> None:
     """Bring the database (SQLite or PostgreSQL) to the current schema."""
     from queuelog.queue.admin import first_start
 
-    _ext("db").upgrade(revision)
+    try:
+        _ext("db").upgrade(revision)
+    except RevisionRefused as exc:
+        _fail(f"--revision {revision}: {exc}")
     if revision == "head":
         config = current_app.config["QUEUELOG"]
         first_start(
