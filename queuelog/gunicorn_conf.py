@@ -12,6 +12,7 @@ import shutil
 import tempfile
 
 from queuelog.config import Integer, check_environment, read_settings
+from queuelog.gunicorn_worker import WORKER_CLASS
 
 # The master checks the app's settings before it forks a worker: a bad value stops it with one line
 # (a worker that exits is only started again), and an unknown QUEUELOG_* name is warned about once (the
@@ -36,7 +37,7 @@ bind = os.environ.get("QUEUELOG_BIND", "127.0.0.1:8000")
 # waiting workers never take a page's or an API call's thread (docs/operations.md#wake-ups). Beyond that
 # many, a claim that finds nothing answers at once with Retry-After. queuelog's gthread spreads new
 # connections evenly over the processes (queuelog/gunicorn_worker.py says why).
-worker_class = "queuelog.gunicorn_worker.ThreadWorker"
+worker_class = WORKER_CLASS
 workers = _count("WEB_CONCURRENCY", min(4, multiprocessing.cpu_count()))
 threads = (
     _count("QUEUELOG_THREADS", 8) + read_settings()["MAX_WAITING_POLLS"]

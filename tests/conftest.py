@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, text
 from queuelog import create_app
 from queuelog.config import FALSE_WORDS
 from queuelog.db import Database
+from queuelog.gunicorn_worker import WORKER_CLASS
 from queuelog.models import Base
 from queuelog.queue.admin import AdminStore
 
@@ -392,7 +393,7 @@ class LiveServer:
             "--threads",
             str(threads),
             "--worker-class",
-            "queuelog.gunicorn_worker.ThreadWorker",  # as queuelog/gunicorn_conf.py says
+            WORKER_CLASS,  # as queuelog/gunicorn_conf.py says
             "--bind",
             f"127.0.0.1:{self.port}",
             "--log-level",

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from queuelog.bench.http import connections_by_process
+
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads connections from Linux's /proc"),
     pytest.mark.parametrize("backend", ["sqlite"], indirect=True),  # the database plays no part
@@ -27,24 +29,7 @@ def worker_pids(server) -> list[int]:
 
 def holders(server, pids: list[int]) -> dict[int, int]:
     """How many established connections to the server each of ``pids`` holds."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == server.port and fields[3] == "01":  # ESTABLISHED
-                inodes.add(fields[9])
-    counts = {}
-    for pid in pids:
-        links = []
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-            except OSError:
-                pass  # closed meanwhile
-        counts[pid] = sum(
-            link[len("socket:[") : -1] in inodes for link in links if link.startswith("socket:[")
-        )
-    return counts
+    return connections_by_process(server.port, pids)
 
 
 def kept_alive(server, count: int, *, at_once: bool) -> list[http.client.HTTPConnection]:
@@ -114,11 +99,12 @@ def test_each_process_holds_an_equal_share_of_the_connections(live_server, at_on
 
 
 def test_a_stopped_process_does_not_hold_back_a_connection(live_server):
-    """A process that holds more connections leaves a new one to a sibling for a few milliseconds only: a
-    sibling that cannot take it (stopped here) does not keep the connection waiting."""
+    """A process that holds more connections leaves a new one to a sibling for a moment only: a sibling
+    that does not take it (stopped here) is passed over, and the connection is answered."""
     server = live_server(workers=2, threads=4)
     stopped, running = serving(server)
     os.kill(stopped, signal.SIGSTOP)
+    connections: list[http.client.HTTPConnection] = []
     try:
         started = time.monotonic()
         connections = kept_alive(server, 3, at_once=False)  # the second and third find the sibling idle
@@ -127,8 +113,8 @@ def test_a_stopped_process_does_not_hold_back_a_connection(live_server):
         assert took < 3, f"three requests took {took:.1f} s"
     finally:
         os.kill(stopped, signal.SIGCONT)
-    for conn in connections:
-        conn.close()
+        for conn in connections:
+            conn.close()
 
 
 def test_a_replaced_process_takes_its_share(live_server):

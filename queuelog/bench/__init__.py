@@ -17,6 +17,7 @@ try:
     from queuelog.bench.core import scenario_backlog, scenario_core
     from queuelog.bench.minimal import use_clock
     from queuelog.bench.targets import Target
+    from queuelog.gunicorn_worker import WORKER_CLASS
 except ModuleNotFoundError as exc:  # the bare install is the worker client alone
     raise SystemExit(f"queuelog-bench runs the server: pip install 'queuelog[server]' ({exc})") from exc
 
@@ -104,6 +105,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  5xx {row['errors_5xx']}"
                 f"  server CPU {row['server_cpu_us_per_request']:,.0f} us/req{rss}"
                 + (f"  idle {row['idle_pct']:.0f}%" if row.get("idle_pct") is not None else "")
+                + (f"  conns {row['connections_by_process']}" if row.get("connections_by_process") else "")
                 + (
                     f"  {row['per_ceiling_request']:.2f} per ceiling req  dup {row['duplicates']}"
                     if "per_ceiling_request" in row
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--worker-class",
-        default="queuelog.gunicorn_worker.ThreadWorker",  # as queuelog.bench.http.WORKER
+        default=WORKER_CLASS,
         help="http: gunicorn's worker class, for the do-nothing app and queuelog alike (default: queuelog's"
         " gthread, which spreads the connections evenly over the processes; gthread: gunicorn's own)",
     )

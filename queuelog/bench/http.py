@@ -26,11 +26,37 @@ from typing import Any
 
 from queuelog.bench.targets import Target, progress
 from queuelog.db import Database
+from queuelog.gunicorn_worker import WORKER_CLASS  # for both apps: the ceiling is the same stack idle
 from queuelog.queue.admin import AdminStore
 
-# The worker class of queuelog's gunicorn settings (queuelog/gunicorn_conf.py), for both apps: the ceiling
-# is the same stack doing nothing.
-WORKER = "queuelog.gunicorn_worker.ThreadWorker"
+
+def connections_by_process(port: int, pids: list[int]) -> dict[int, int]:
+    """How many established TCP connections to ``port`` (on this machine) each of ``pids`` holds, read
+    from Linux's /proc; empty elsewhere."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            return {}
+        for line in lines:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # 01: ESTABLISHED
+                inodes.add(f"socket:[{fields[9]}]")
+    counts = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        held = 0
+        for fd in fds:
+            try:
+                held += os.readlink(f"/proc/{pid}/fd/{fd}") in inodes
+            except OSError:
+                pass  # closed meanwhile
+        counts[pid] = held
+    return counts
 
 
 def _free_port() -> int:
@@ -43,7 +69,13 @@ class Server:
     """gunicorn in a subprocess; samples the resident memory of its worker processes while it runs."""
 
     def __init__(
-        self, app: str, env: dict[str, str], workers: int, threads: int, log: Path, worker_class: str = WORKER
+        self,
+        app: str,
+        env: dict[str, str],
+        workers: int,
+        threads: int,
+        log: Path,
+        worker_class: str = WORKER_CLASS,
     ):
         self.port = _free_port()
         self.log = log
@@ -89,7 +121,7 @@ class Server:
                 time.sleep(0.1)
         raise RuntimeError("gunicorn did not start")
 
-    def _children(self) -> list[int]:
+    def children(self) -> list[int]:
         try:
             text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
         except OSError:
@@ -98,7 +130,7 @@ class Server:
 
     def _sample(self) -> None:
         while self._sampling:
-            for pid in self._children():
+            for pid in self.children():
                 try:
                     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
@@ -111,7 +143,7 @@ class Server:
         """CPU time (user and system) its worker processes have used so far: on a shared machine this
         moves far less than requests per second when other work competes for the cores."""
         total = 0
-        for pid in self._children():
+        for pid in self.children():
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
             except OSError:
@@ -217,7 +249,14 @@ def _run_phase(
     cpu = server.cpu_seconds()
     ticks = _cpu_ticks()
     start = time.perf_counter()
-    results = pool.map(_client, tasks)
+    pending = pool.map_async(_client, tasks)
+    # How the clients' connections sit on the server's processes: a process runs one thread at a time,
+    # so one that holds more of them than the others may leave a core idle (docs/performance.md).
+    split: list[int] = []
+    while not pending.ready() and sum(split) < len(keys):
+        split = sorted(connections_by_process(server.port, server.children()).values(), reverse=True)
+        time.sleep(0.005)
+    results = pending.get()
     elapsed = time.perf_counter() - start
     cpu = server.cpu_seconds() - cpu
     idle = _idle_share(ticks, _cpu_ticks())
@@ -237,6 +276,7 @@ def _run_phase(
         # How much of the machine nobody used meanwhile: near 0 while the cores are the limit; a row well
         # above the do-nothing row's waits on something else, on SQLite the one writer at a time.
         "idle_pct": idle,
+        "connections_by_process": "/".join(map(str, split)) if sum(split) == len(keys) else None,
     }
 
 
@@ -265,7 +305,7 @@ def scenario_http(
     workers: int = 2,
     threads: int = 4,
     batch: int = 100,
-    worker_class: str = WORKER,
+    worker_class: str = WORKER_CLASS,
 ) -> list[dict[str, Any]]:
     url = target.fresh("http")
     db = Database(url)
