@@ -25,7 +25,17 @@ from queuelog.queue.types import (
     MAX_SCHEMA_VISITS,
     NAME_PATTERN,
     SchemaRefused,
+    check_schema,
 )
+
+
+def _usable_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The queue layer's check of a payload schema, made with the body's other checks: one 422 names a bad
+    schema beside a bad name (the queue layer checks it again when it saves the type)."""
+    problem = check_schema(schema)
+    if problem is not None:
+        raise invalid(path, str(problem))
+    return schema
 
 
 def _storable(value: str, path: str) -> str:
@@ -105,6 +115,7 @@ TYPE_BODY = Shape(
                 "matched in time linear in the text.",
             },
             "must be a JSON object or null",
+            check=_usable_schema,
         ),
     },
     required=("name",),

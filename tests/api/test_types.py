@@ -172,6 +172,11 @@ def test_add_a_type(app, admin, producer, served):
         refused = admin.post("/types", json=bad)
         assert refused.status_code == 422, bad
         assert refused.json["errors"][0]["field"] == field, (bad, refused.json)
+    # each bad field in one answer: a name no type can have, a description, and a schema the queue refuses
+    every = {"name": "-dash", "description": "a\u0000b", "payload_schema": {"$ref": "https://example.com/s"}}
+    refused = admin.post("/types", json=every)
+    assert [e["field"] for e in refused.json["errors"]] == ["name", "description", "payload_schema"]
+    assert refused.json["errors"][2]["message"].startswith("refers to 'https://example.com/s'")
     assert "report" not in [t["name"] for t in admin.get("/types").json["types"]]
 
 
