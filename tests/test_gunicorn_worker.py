@@ -85,17 +85,21 @@ def settled(server, pids: list[int], expected: dict[int, int] | None) -> dict[in
     return counts
 
 
-@pytest.mark.parametrize("at_once", [True, False], ids=["opened-together", "opened-one-by-one"])
-def test_each_process_holds_an_equal_share_of_the_connections(live_server, at_once):
-    server = live_server(workers=2, threads=4)
-    pids = serving(server)
-    connections = kept_alive(server, 8, at_once=at_once)
+def spread_evenly(server, pids: list[int], count: int, *, at_once: bool) -> None:
+    """``count`` kept-alive connections are each held, and by each process the same number."""
+    connections = kept_alive(server, count, at_once=at_once)
     try:
-        # Every connection is held, and by each process the same number: 4 and 4, never 5 and 3.
-        assert settled(server, pids, {pid: 4 for pid in pids}) == {pid: 4 for pid in pids}
+        share = {pid: count // len(pids) for pid in pids}
+        assert settled(server, pids, share) == share
     finally:
         for conn in connections:
             conn.close()
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["opened-together", "opened-one-by-one"])
+def test_each_process_holds_an_equal_share_of_the_connections(live_server, at_once):
+    server = live_server(workers=2, threads=4)
+    spread_evenly(server, serving(server), 8, at_once=at_once)  # 4 and 4, never 5 and 3
 
 
 def test_a_stopped_process_does_not_hold_back_a_connection(live_server):
@@ -131,10 +135,4 @@ def test_a_replaced_process_takes_its_share(live_server):
         time.sleep(0.1)
     else:
         pytest.fail(f"gunicorn did not replace {first[0]}")
-    pids = serving(server)
-    connections = kept_alive(server, 4, at_once=False)
-    try:
-        assert settled(server, pids, {pid: 2 for pid in pids}) == {pid: 2 for pid in pids}
-    finally:
-        for conn in connections:
-            conn.close()
+    spread_evenly(server, serving(server), 4, at_once=False)
