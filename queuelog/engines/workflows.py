@@ -60,6 +60,7 @@ class Flows:
     decode_time: Callable[[Any], Any]
     event: str  # (job_id, at, event, actor, attempt, error)
     take_dependencies: dict[bool, str]  # by "only the owner's": ids -> (id, status) of those found
+    find_dependencies: dict[bool, str]  # the same read alone: ids -> (id) of those found
     insert: str  # a job with every workflow column; ON CONFLICT DO NOTHING (an idempotency key)
     by_key: str  # JOB_COLUMNS, fingerprint
     dependency: str  # (job_id, depends_on_id)
@@ -168,7 +169,7 @@ class WorkflowEngine:
                 ).fetchall()
                 statuses = {int(i): status for i, status in rows}
                 if any(dep not in statuses for dep in new.depends_on):
-                    raise DependencyMissing(self._missing(cur, jobs, scope))
+                    raise DependencyMissing(self._missing(cur, owner, jobs, index, scope))
             status, cause, unfinished = _starting(new, deps, statuses)
             params = {
                 "type": new.type,
@@ -208,18 +209,30 @@ class WorkflowEngine:
         self._log(cur, events)
         return out
 
-    def _missing(self, cur: Any, jobs: Sequence[NewJob], scope: str | None) -> list[tuple[int, int, int]]:
-        """Every dependency of ``jobs`` named by id that does not exist or that ``scope`` may not see, as
-        ``DependencyMissing`` lists them; read once a job is found to lack one, on the way to refusing the
-        insert (whose rollback undoes this statement's counts too), so that the refusal names each."""
+    def _missing(
+        self, cur: Any, owner: str, jobs: Sequence[NewJob], first: int, scope: str | None
+    ) -> list[tuple[int, int, int]]:
+        """Each dependency, named by id, of ``jobs[first]`` and the new jobs after it that does not exist
+        or that ``scope`` may not see, as ``DependencyMissing`` lists them: read (not taken) on the way
+        to refusing an insert made one job at a time, so that the refusal names each. A replay (a key
+        in use, or used earlier in the request) keeps the dependencies its job had: it is not read."""
         f = self.flows
-        named = sorted({dep for new in jobs for dep in new.depends_on})
-        rows = cur.execute(f.take_dependencies[scope is not None], {"ids": f.bind_ids(named), "owner": scope})
+        keys = {new.idempotency_key for new in jobs[:first]}
+        read = []
+        for index in range(first, len(jobs)):
+            key = jobs[index].idempotency_key
+            if index > first and key is not None:
+                if key in keys or cur.execute(f.by_key, {"owner": owner, "key": key}).fetchone():
+                    continue
+            keys.add(key)
+            read.append(index)
+        named = sorted({dep for index in read for dep in jobs[index].depends_on})
+        rows = cur.execute(f.find_dependencies[scope is not None], {"ids": f.bind_ids(named), "owner": scope})
         found = {int(row[0]) for row in rows.fetchall()}
         return [
-            (index, position, dep)
-            for index, new in enumerate(jobs)
-            for position, dep in enumerate(new.depends_on)
+            (index, at, dep)
+            for index in read
+            for at, dep in enumerate(jobs[index].depends_on)
             if dep not in found
         ]
 
@@ -270,6 +283,14 @@ class WorkflowEngine:
             params = {"ids": f.bind_ids(taken), "counts": [outside[d] for d in taken], "owner": scope}
             rows = cur.execute(f.take_counted[scope is not None], params).fetchall()
             statuses = {int(i): status for i, status in rows}
+        missing = [
+            (index, at, dep)
+            for index in fresh
+            for at, dep in enumerate(jobs[index].depends_on)
+            if dep not in statuses and dep not in created
+        ]
+        if missing:  # each new job's, named at once (replays keep the dependencies they had)
+            raise DependencyMissing(missing)
         out: list[tuple[JobRecord, bool]] = []
         columns: dict[str, list[Any]] = {
             name: []
@@ -287,8 +308,6 @@ class WorkflowEngine:
                     raise KeyConflict(index, job)
                 continue
             deps = deps_of[index]
-            if any(dep not in statuses for dep in new.depends_on):
-                raise DependencyMissing(self._missing(cur, jobs, scope))
             job_id = ids[index]
             status, cause, unfinished = _starting(new, deps, statuses)
             if cause is not None:

@@ -91,12 +91,18 @@ def test_an_unknown_or_unseen_dependency_is_refused_and_nothing_is_written(engin
     with pytest.raises(DependencyMissing) as refused:  # each missing one, in each job, in order
         engine.insert("alice", [after(new(), 999_999), new(), after(new(), mine.id, 999_998)], NOW)
     assert refused.value.missing == [(0, 0, 999_999), (2, 1, 999_998)]
-    twice = after(new(key="k"), 999_997)  # one key twice: the jobs are inserted one at a time
+    twice = after(new(), 999_997, 999_996, key="k")  # one key twice: the second is the first's replay
     with pytest.raises(DependencyMissing) as refused:
-        engine.insert("alice", [new(), after(new(), mine.id), twice, twice], NOW)
-    assert refused.value.missing == [(2, 0, 999_997), (3, 0, 999_997)]
+        engine.insert("alice", [new(), twice, twice, after(new(), mine.id, 999_993)], NOW)
+    assert refused.value.missing == [(1, 0, 999_997), (1, 1, 999_996), (3, 1, 999_993)]
     assert engine.list_jobs(owner="alice") == [engine.get(mine.id)]
     assert engine.get(mine.id).dependents == 0
+    # A replay keeps the dependencies its job had: only the new jobs' are read.
+    engine.insert("alice", [after(new(), mine.id, key="r")], NOW)
+    replay = after(new(), 999_995, key="r")  # the same fingerprint: the same job
+    with pytest.raises(DependencyMissing) as refused:
+        engine.insert("alice", [after(new(), 999_994), replay], NOW)
+    assert refused.value.missing == [(0, 0, 999_994)]
     [(admins, _)] = engine.insert("root", [after(new(), theirs.id)], NOW)  # an admin: any job
     assert admins.status == "waiting"
 

@@ -711,6 +711,10 @@ FLOWS = Flows(
         False: f"{_TAKE} RETURNING id, status",
         True: f"{_TAKE} AND owner = %(owner)s RETURNING id, status",
     },
+    find_dependencies={
+        False: f"SELECT id FROM jobs WHERE id = {_ANY.format('ids')}",
+        True: f"SELECT id FROM jobs WHERE id = {_ANY.format('ids')} AND owner = %(owner)s",
+    },
     insert=_FLOW_NEW,
     by_key=BY_KEY,
     dependency="INSERT INTO job_dependencies (job_id, depends_on_id) VALUES (%s, %s)",
