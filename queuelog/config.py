@@ -429,18 +429,18 @@ def load_settings(
     """The app's ``Settings``: ``read_settings``, then the database URL and the secret key that default
     to the instance folder."""
     values = read_settings(environ, overrides)
-    if not values["DATABASE_URL"] or not values["SECRET_KEY"]:
-        try:
+    try:
+        if not values["DATABASE_URL"] or not values["SECRET_KEY"]:
             make_private_folder(Path(instance_path))  # 0700: it holds the database and the secret key
-        except OSError as exc:  # a file stands there, or a folder this user may not write in
-            raise SettingError(
-                f"the instance folder {instance_path} cannot be made: {exc.strerror}"
-                " (set QUEUELOG_INSTANCE_PATH to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
-            ) from None
+        if not values["SECRET_KEY"]:
+            values["SECRET_KEY"] = _instance_secret(Path(instance_path))
+    except OSError as exc:  # a file stands there, or a folder this user may not write in
+        raise SettingError(
+            f"the instance folder {instance_path} cannot be used: {exc.strerror}"
+            " (set QUEUELOG_INSTANCE_PATH to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
+        ) from None
     if not values["DATABASE_URL"]:
         values["DATABASE_URL"] = "sqlite:///" + str(Path(instance_path) / "queuelog.sqlite3")
-    if not values["SECRET_KEY"]:
-        values["SECRET_KEY"] = _instance_secret(Path(instance_path))
     return Settings(**{name.lower(): value for name, value in values.items()})
 
 

@@ -49,7 +49,7 @@ def driver_sql(dialect: str, statement: str) -> str:
 
 
 class RevisionRefused(ValueError):
-    """``Database.upgrade`` to a revision that Alembic cannot go to (unknown, or behind the database)."""
+    """``Database.upgrade`` to a revision that no migration has, or of a database at one."""
 
 
 class Database:
@@ -313,10 +313,23 @@ class Database:
     def upgrade(self, revision: str = "head") -> None:
         """Bring the schema to ``revision`` (the newest by default). On PostgreSQL the migrations run on
         a connection of their own without QUEUELOG_DB_STATEMENT_TIMEOUT: building an index on a large
-        table may well take longer than any request should."""
+        table may well take longer than any request should. A ``revision`` no migration has raises
+        ``RevisionRefused`` before anything runs."""
         from alembic import command
+        from alembic.script import ScriptDirectory
         from alembic.util import CommandError
 
+        script = ScriptDirectory.from_config(self.alembic_config())
+        try:
+            script.get_revisions(revision)
+        except CommandError as exc:  # "Can't locate revision identified by ...": a line, no traceback
+            raise RevisionRefused(str(exc)) from None
+        unknown = sorted(self._current_heads() - {s.revision for s in script.walk_revisions()})
+        if unknown:
+            raise RevisionRefused(
+                f"the database is at revision {', '.join(unknown)}, which this queuelog does not have"
+                " (a newer queuelog's migration?)"
+            )
         engine = None
         if self.dialect == "postgresql":
             engine = create_engine(self.url, poolclass=NullPool, hide_parameters=True)
@@ -328,18 +341,20 @@ class Database:
             )
         try:
             command.upgrade(self.alembic_config(engine), revision)
-        except CommandError as exc:  # its own refusal ("Can't locate revision ..."): a line, no traceback
-            raise RevisionRefused(str(exc)) from None
         finally:
             if engine is not None:
                 engine.dispose()
 
     def is_current(self) -> bool:
         """True when the schema is at the newest migration."""
-        from alembic.runtime.migration import MigrationContext
         from alembic.script import ScriptDirectory
 
         heads = set(ScriptDirectory.from_config(self.alembic_config()).get_heads())
+        return self._current_heads() == heads
+
+    def _current_heads(self) -> set[str]:
+        """The revisions the database says it is at (none for an empty database)."""
+        from alembic.runtime.migration import MigrationContext
+
         with self.engine.connect() as conn:
-            current = set(MigrationContext.configure(conn).get_current_heads())
-        return current == heads
+            return set(MigrationContext.configure(conn).get_current_heads())

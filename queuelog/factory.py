@@ -18,7 +18,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from queuelog.access.ratelimit import LoginLimiter
 from queuelog.config import SettingError, load_settings, warn_unknown_variables
-from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable
+from queuelog.db import Database, DatabaseUnavailable, DatabaseUnusable, RevisionRefused
 from queuelog.drivers import as_unavailable
 from queuelog.paths import STATIC, TEMPLATES, TRANSLATIONS, instance_path
 from queuelog.queue import Queue
@@ -195,7 +195,10 @@ def prepare_database(app: Flask, db: Database) -> None:
         auto_upgrade = db.dialect == "sqlite"
     current = db.is_current()
     if auto_upgrade and not current:
-        db.upgrade()
+        try:
+            db.upgrade()
+        except RevisionRefused as exc:
+            raise SystemExit(f"queuelog: {exc}") from None  # one line, exit status 1
         current = True
     if current:
         bootstrap(app)

@@ -73,7 +73,7 @@ def test_refusals_go_to_stderr_with_a_nonzero_exit(runner, app):
     assert short.exit_code == 1 and "at least 8 characters" in short.stderr
     bogus = runner.invoke(args=["db", "upgrade", "--revision", "bogus"])
     assert bogus.exit_code == 1  # one line, no traceback:
-    assert bogus.stderr == "Error: --revision bogus: Can't locate revision identified by 'bogus'\n"
+    assert bogus.stderr == "Error: Can't locate revision identified by 'bogus'\n"
 
 
 def test_a_revoked_keys_name_is_free_again(runner, app):

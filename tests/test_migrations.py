@@ -31,6 +31,32 @@ def test_upgrade_from_empty_to_head_on_sqlite(tmp_path):
     db.dispose()
 
 
+def test_a_database_at_a_revision_this_code_lacks_is_refused_in_one_line(tmp_path):
+    """A database a newer queuelog migrated: SQLite's upgrade at start-up, and ``upgrade`` itself, say so
+    in one line instead of a traceback, and change nothing."""
+    from queuelog import create_app
+    from queuelog.db import RevisionRefused
+
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    db = Database(url)
+    db.upgrade()
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    line = (
+        "the database is at revision 0099, which this queuelog does not have (a newer queuelog's migration?)"
+    )
+    with pytest.raises(RevisionRefused, match=r"^the database is at revision 0099, which"):
+        db.upgrade()
+    with pytest.raises(RevisionRefused, match=r"^Can't locate revision identified by 'bogus'$"):
+        db.upgrade("bogus")
+    db.dispose()
+    with pytest.raises(SystemExit) as caught:
+        create_app({"TESTING": True, "QUEUELOG": {"DATABASE_URL": url, "SECRET_KEY": "k"}})
+    assert str(caught.value) == f"queuelog: {line}"
+    with create_engine(url).connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0099"
+
+
 def test_models_match_the_migrated_schema(app, backend):
     """Autogenerate finds no difference between the models and the migrated database (either engine)."""
     db = app.extensions["queuelog"]["db"]

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -214,16 +215,23 @@ def test_overrides_pass_the_same_checks(tmp_path):
         make_app(tmp_path, SEARCH_SCN=3)
 
 
-def test_an_instance_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
-    taken = tmp_path / "a-file"
-    taken.write_text("")
-    monkeypatch.setenv("QUEUELOG_INSTANCE_PATH", str(taken))
+@pytest.mark.parametrize("kind", ["a file", "a folder no file can be written in"])
+def test_an_instance_folder_that_cannot_be_used_is_one_line(tmp_path, monkeypatch, kind):
+    if kind == "a file":
+        folder, reason = tmp_path / "a-file", "File exists"
+        folder.write_text("")
+    else:  # even root may not write in /proc/self
+        folder, reason = Path("/proc/self"), None
+    monkeypatch.setenv("QUEUELOG_INSTANCE_PATH", str(folder))
     with pytest.raises(SystemExit) as caught:
         create_app({"TESTING": True, "QUEUELOG": {"ADMIN_PASSWORD": ADMIN_PASSWORD}})
-    assert str(caught.value) == (
-        f"queuelog: the instance folder {taken} cannot be made: File exists (set QUEUELOG_INSTANCE_PATH"
-        " to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
+    line = str(caught.value)
+    assert line.startswith(f"queuelog: the instance folder {folder} cannot be used: ") and "\n" not in line
+    assert line.endswith(
+        " (set QUEUELOG_INSTANCE_PATH to a folder, or QUEUELOG_DATABASE_URL and QUEUELOG_SECRET_KEY)"
     )
+    if reason:
+        assert f"cannot be used: {reason} (" in line
 
 
 def test_overrides_may_be_typed_or_text_and_are_read_as_attributes_and_by_name(tmp_path):

@@ -85,7 +85,7 @@ def db_upgrade(revision: str) -> None:
     try:
         _ext("db").upgrade(revision)
     except RevisionRefused as exc:
-        _fail(f"--revision {revision}: {exc}")
+        _fail(str(exc))
     if revision == "head":
         config = current_app.config["QUEUELOG"]
         first_start(
