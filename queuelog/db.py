@@ -324,12 +324,6 @@ class Database:
             script.get_revisions(revision)
         except CommandError as exc:  # "Can't locate revision identified by ...": a line, no traceback
             raise RevisionRefused(str(exc)) from None
-        unknown = sorted(self._current_heads() - {s.revision for s in script.walk_revisions()})
-        if unknown:
-            raise RevisionRefused(
-                f"the database is at revision {', '.join(unknown)}, which this queuelog does not have"
-                " (a newer queuelog's migration?)"
-            )
         engine = None
         if self.dialect == "postgresql":
             engine = create_engine(self.url, poolclass=NullPool, hide_parameters=True)
@@ -340,6 +334,13 @@ class Database:
                 prepared_statements=self._prepared_statements,
             )
         try:
+            known = {s.revision for s in script.walk_revisions()}
+            unknown = sorted(self._current_heads(engine) - known)
+            if unknown:
+                raise RevisionRefused(
+                    f"the database is at revision {', '.join(unknown)}, which this queuelog does not have"
+                    " (a newer queuelog's migration?)"
+                )
             command.upgrade(self.alembic_config(engine), revision)
         finally:
             if engine is not None:
@@ -352,9 +353,10 @@ class Database:
         heads = set(ScriptDirectory.from_config(self.alembic_config()).get_heads())
         return self._current_heads() == heads
 
-    def _current_heads(self) -> set[str]:
-        """The revisions the database says it is at (none for an empty database)."""
+    def _current_heads(self, engine: Any = None) -> set[str]:
+        """The revisions the database says it is at (none for an empty database), read on ``engine``
+        (the migrations' own, on PostgreSQL), else on this database's."""
         from alembic.runtime.migration import MigrationContext
 
-        with self.engine.connect() as conn:
+        with (engine or self.engine).connect() as conn:
             return set(MigrationContext.configure(conn).get_current_heads())
