@@ -117,11 +117,21 @@ def test_users_set_password_with_option_and_prompt(runner, app):
     )
     assert prompted.exit_code == 0, prompted.output
     assert password_is("third-password")
+    # the two entries differ: asked again, and nothing changes until they match
+    mismatched = runner.invoke(
+        args=["users", "set-password", "carol"],
+        input="fourth-password\nfourth-passwort\nfourth-password\nfourth-password\n",
+    )
+    assert mismatched.exit_code == 0, mismatched.output
+    assert "do not match" in mismatched.output
+    assert password_is("fourth-password")
+    gave_up = runner.invoke(args=["users", "set-password", "carol"], input="fifth-password\nother-one\n")
+    assert gave_up.exit_code == 1 and password_is("fourth-password")  # no match before the input ended
     blank = runner.invoke(args=["users", "set-password", "carol", "--password", "\t" * 9])
     assert blank.exit_code == 1 and "only whitespace" in blank.stderr
     nobody = runner.invoke(args=["users", "set-password", "nobody", "--password", "long-password"])
     assert nobody.exit_code == 1 and "no user 'nobody'" in nobody.stderr
-    assert password_is("third-password")
+    assert password_is("fourth-password")
 
 
 def test_keys_list_never_shows_a_key(runner, app):
